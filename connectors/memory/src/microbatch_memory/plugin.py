@@ -1,0 +1,19 @@
+"""Registers the ``memory`` source and sink with microbatch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from microbatch import hookimpl
+
+if TYPE_CHECKING:
+    from microbatch.registry import ConnectorRegistry
+
+
+@hookimpl
+def microbatch_register_connectors(registry: ConnectorRegistry) -> None:
+    from .sink import MemorySink
+    from .stream import MemoryStreamSource
+
+    registry.add_source(MemoryStreamSource)
+    registry.add_sink(MemorySink)

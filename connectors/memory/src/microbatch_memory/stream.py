@@ -1,0 +1,218 @@
+"""``MemoryStream``: a stream fed from Python, and the ``memory`` source that reads it.
+
+The simplest source there is, made for tests::
+
+    stream = MemoryStream(pa.schema([("value", pa.int64())]))
+    frame = stream.to_frame(session)
+    stream.add_data([1, 2, 3])          # one batch; the query's next trigger reads it
+
+Each ``add_data`` call is one batch of the stream; the offset ``{"offset": N}`` means "the first
+N batches". The batches stay in memory, so a query restarted in the same process replays them;
+they are gone with the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from microbatch.connector import Offset, ReadLimit, Source, SourceContext
+from microbatch.errors import ConfigurationError, SchemaMismatchError, SourceError
+from microbatch.options import Option, OptionSpec
+
+__all__ = ["MemoryStream", "MemoryStreamSource"]
+
+
+class MemoryStream:
+    """An append-only list of batches of a fixed schema, fed by :meth:`add_data`.
+
+    Thread-safe: data may be added from any thread while a query reads the stream.
+    """
+
+    def __init__(self, schema: pa.Schema | str) -> None:
+        self.schema: pa.Schema = _to_schema(schema)
+        self._lock = threading.Lock()
+        self._batches: list[pa.Table] = []
+        self._listeners: list[Callable[[], None]] = []
+
+    def __repr__(self) -> str:
+        return f"MemoryStream([{', '.join(self.schema.names)}], batches={self.num_batches})"
+
+    @property
+    def num_batches(self) -> int:
+        """How many batches were added: the latest offset of the stream."""
+        with self._lock:
+            return len(self._batches)
+
+    def add_data(self, data: Any) -> int:
+        """Append one batch and return the stream's new offset (the number of batches).
+
+        ``data`` is a ``pyarrow.Table`` or ``RecordBatch`` of the stream's columns, a list of
+        dicts (missing keys become nulls), or, for a one-column stream, a list of values.
+        Raises :class:`~microbatch.errors.SchemaMismatchError` when it does not fit the schema.
+        """
+        table = self._to_table(data)
+        with self._lock:
+            self._batches.append(table)
+            offset = len(self._batches)
+            listeners = list(self._listeners)
+        for wake in listeners:
+            wake()
+        return offset
+
+    def batch(self, index: int) -> pa.Table:
+        """The batch added by the ``index``-th call of :meth:`add_data` (from 0)."""
+        with self._lock:
+            return self._batches[index]
+
+    def to_frame(self, session: Any) -> Any:
+        """A streaming frame reading this stream in ``session``."""
+        return session.read_stream.format("memory").option("stream", self).load()
+
+    def subscribe(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` after each :meth:`add_data` (used by the source)."""
+        with self._lock:
+            self._listeners.append(wake)
+
+    def unsubscribe(self, wake: Callable[[], None]) -> None:
+        """Stop calling ``wake``; unknown callables are ignored."""
+        with self._lock:
+            if wake in self._listeners:
+                self._listeners.remove(wake)
+
+    def _to_table(self, data: Any) -> pa.Table:
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if isinstance(data, pa.Table):
+            return self._conform(data)
+        if isinstance(data, Mapping) or not isinstance(data, Iterable) or isinstance(data, str):
+            raise SchemaMismatchError(
+                f"MemoryStream.add_data takes a pyarrow Table or RecordBatch, or a list of rows; "
+                f"got {type(data).__name__}"
+            )
+        rows = list(data)
+        if len(self.schema) == 1 and not any(isinstance(row, Mapping) for row in rows):
+            rows = [{self.schema.names[0]: value} for value in rows]
+        unknown = sorted(
+            {str(key) for row in rows if isinstance(row, Mapping) for key in row}
+            - set(self.schema.names)
+        )
+        if unknown:
+            raise SchemaMismatchError(
+                f"MemoryStream.add_data: unknown column(s) {', '.join(unknown)}; the stream's "
+                f"columns are {', '.join(self.schema.names)}"
+            )
+        try:
+            return pa.Table.from_pylist(rows, schema=self.schema)
+        except (pa.ArrowException, TypeError, AttributeError) as error:
+            raise SchemaMismatchError(
+                f"MemoryStream.add_data: rows do not fit the schema [{_show(self.schema)}]: {error}"
+            ) from None
+
+    def _conform(self, table: pa.Table) -> pa.Table:
+        if table.schema.equals(self.schema):
+            return table
+        missing = [name for name in self.schema.names if name not in table.schema.names]
+        extra = [name for name in table.schema.names if name not in self.schema.names]
+        if missing or extra:
+            raise SchemaMismatchError(
+                f"MemoryStream.add_data: table columns [{_show(table.schema)}] differ from the "
+                f"stream's [{_show(self.schema)}]"
+                + (f"; missing: {', '.join(missing)}" if missing else "")
+                + (f"; unknown: {', '.join(extra)}" if extra else "")
+            )
+        try:
+            return table.select(self.schema.names).cast(self.schema)
+        except (pa.ArrowException, ValueError) as error:
+            raise SchemaMismatchError(
+                f"MemoryStream.add_data: cannot cast [{_show(table.schema)}] to the stream's "
+                f"schema [{_show(self.schema)}]: {error}"
+            ) from None
+
+
+def _to_schema(schema: pa.Schema | str) -> pa.Schema:
+    if isinstance(schema, pa.Schema):
+        return schema
+    if isinstance(schema, str):
+        from microbatch.types import parse_ddl
+
+        parsed: pa.Schema = parse_ddl(schema)
+        return parsed
+    raise TypeError(
+        f"MemoryStream needs a pyarrow.Schema or a DDL string, got {type(schema).__name__}"
+    )
+
+
+def _show(schema: pa.Schema) -> str:
+    return ", ".join(f"{field.name}: {field.type}" for field in schema)
+
+
+class MemoryStreamSource(Source):
+    """Reads a :class:`MemoryStream`: one split per added batch. Replayable in-process."""
+
+    format_name: ClassVar[str] = "memory"
+    description: ClassVar[str] = "Batches added from Python with MemoryStream.add_data (tests)."
+    options: ClassVar[OptionSpec] = OptionSpec(
+        Option(
+            name="stream",
+            type="object",
+            required=True,
+            doc="The MemoryStream to read; MemoryStream.to_frame(session) sets it.",
+        ),
+    )
+
+    def __init__(self, context: SourceContext) -> None:
+        super().__init__(context)
+        stream = self.opts.stream
+        if not isinstance(stream, MemoryStream):
+            raise ConfigurationError(
+                f"Option 'stream' of the memory source must be a "
+                f"microbatch_memory.MemoryStream, got {type(stream).__name__}; "
+                "use MemoryStream(schema).to_frame(session)"
+            )
+        self.stream: MemoryStream = stream
+        stream.subscribe(context.wake)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.stream.schema
+
+    def describe(self) -> str:
+        return f"MemoryStream[{', '.join(self.schema.names)}]"
+
+    def initial_offset(self) -> Offset:
+        return {"offset": 0}
+
+    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+        available = self.stream.num_batches
+        if available <= _position(start):
+            return start
+        return {"offset": available}
+
+    def plan(self, start: Offset, end: Offset) -> list[Any]:
+        first, last = _position(start), _position(end)
+        available = self.stream.num_batches
+        if last > available:
+            raise SourceError(
+                f"The batch ending at offset {last} is not in the MemoryStream, which holds "
+                f"{available} batch(es): its data lives in process memory and does not survive "
+                "a restart of the process. Delete the checkpoint to start over."
+            )
+        return list(range(first, last))
+
+    def read(self, split: Any) -> Iterator[pa.RecordBatch]:
+        yield from self.stream.batch(int(split)).to_batches()
+
+    def stop(self) -> None:
+        self.stream.unsubscribe(self.context.wake)
+
+
+def _position(offset: Offset) -> int:
+    value = offset.get("offset") if isinstance(offset, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SourceError(
+            f"Invalid MemoryStream offset {offset!r}: expected {{\"offset\": <number of batches>}}"
+        )
+    return value

@@ -1,0 +1,213 @@
+"""``rate``: rows generated at a fixed rate per second of wall-clock time."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from microbatch import Offset, Option, OptionSpec, ReadLimit, Source, SourceContext
+from microbatch.errors import (
+    CorruptCheckpointError,
+    OptionError,
+    SourceError,
+    UnsupportedOperationError,
+)
+
+from ._arrays import (
+    INT64_MAX,
+    NUM_PARTITIONS,
+    SCHEMA,
+    TIMESTAMP,
+    int_field,
+    partition_count,
+    resolve_partitions,
+    value_chunks,
+)
+
+__all__ = ["RateSource", "value_at_second"]
+
+log = logging.getLogger(__name__)
+
+_START_FILE = "start.json"
+_OFFSET_SHAPE = '{"seconds": <whole seconds since the source started>}'
+
+
+def value_at_second(seconds: int, rows_per_second: int, ramp_up_seconds: int) -> int:
+    """How many rows the source has produced ``seconds`` after it started.
+
+    During the ramp-up the rate grows by ``rows_per_second // (ramp_up_seconds + 1)`` each
+    second (10 rows/s with a 4 s ramp-up: 2, 4, 6, 8, then 10 rows per second).
+    """
+    step = rows_per_second // (ramp_up_seconds + 1)
+    if seconds <= ramp_up_seconds:
+        return step * seconds * (seconds + 1) // 2
+    ramped = step * ramp_up_seconds * (ramp_up_seconds + 1) // 2
+    return ramped + (seconds - ramp_up_seconds) * rows_per_second
+
+
+class RateSource(Source):
+    """Rows ``(timestamp, value)`` at ``rowsPerSecond``, as Spark's ``rate`` source.
+
+    The offset is the number of whole seconds since the source first started; that start
+    time is kept in the checkpoint, so a restarted query continues the same sequence. Values
+    count up from 0 and the timestamps of a batch are spread evenly over its seconds.
+    """
+
+    format_name = "rate"
+    description = "Rows (timestamp, value) generated at a fixed rate per second, for testing."
+    options = OptionSpec(
+        Option(
+            name="rowsPerSecond",
+            type="int",
+            default=1,
+            minimum=1,
+            doc="How many rows to generate per second.",
+        ),
+        Option(
+            name="rampUpTime",
+            type="duration",
+            default=timedelta(0),
+            doc=(
+                "How long, in whole seconds, the rate takes to grow linearly to rowsPerSecond "
+                "(e.g. '5 seconds')."
+            ),
+        ),
+        NUM_PARTITIONS,
+    )
+    clock: ClassVar[Callable[[], float]] = time.time
+    """Seconds since the epoch; tests replace it to control time."""
+
+    def __init__(self, context: SourceContext) -> None:
+        super().__init__(context)
+        if not context.streaming:
+            raise UnsupportedOperationError(
+                "The rate source only supports streaming reads (session.read_stream); "
+                "for a bounded read use the 'rate-micro-batch' source."
+            )
+        self.rows_per_second: int = self.opts.rows_per_second
+        self.ramp_up_seconds = _whole_seconds(self.opts.ramp_up_time)
+        self.num_partitions = resolve_partitions(self.opts.num_partitions)
+        self._start_ms: int | None = self._stored_start()
+        self._last_ms = 0
+
+    @property
+    def schema(self) -> pa.Schema:
+        return SCHEMA
+
+    def describe(self) -> str:
+        return (
+            f"RateSource[rowsPerSecond={self.rows_per_second}, "
+            f"rampUpTimeSeconds={self.ramp_up_seconds}, numPartitions={self.num_partitions}]"
+        )
+
+    def initial_offset(self) -> Offset:
+        self._start_time()
+        return {"seconds": 0}
+
+    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+        current = _seconds(start)
+        start_ms = self._start_time()
+        self._last_ms = max(self._last_ms, int(type(self).clock() * 1000))
+        elapsed = max(current, (self._last_ms - start_ms) // 1000)
+        self._check_overflow(elapsed)
+        return {"seconds": elapsed}
+
+    def plan(self, start: Offset, end: Offset) -> list[Any]:
+        first, last = _seconds(start), _seconds(end)
+        if last < first:
+            raise SourceError(
+                f"rate source asked for a batch that ends before it starts: {start} > {end}"
+            )
+        self._check_overflow(last)
+        start_ms = self._start_time()
+        # After a restart, never report an offset below one already planned.
+        self._last_ms = max(self._last_ms, start_ms + last * 1000)
+        rate, ramp = self.rows_per_second, self.ramp_up_seconds
+        return [
+            {
+                "partition": partition,
+                "partitions": self.num_partitions,
+                "range_start": value_at_second(first, rate, ramp),
+                "range_end": value_at_second(last, rate, ramp),
+                "start_ms": start_ms + first * 1000,
+                "span_ms": (last - first) * 1000,
+            }
+            for partition in range(self.num_partitions)
+        ]
+
+    def read(self, split: Any) -> Iterator[pa.RecordBatch]:
+        shape = "a split planned by the rate source"
+        partition = int_field(split, "partition", what="split", expected=shape)
+        partitions = int_field(split, "partitions", what="split", expected=shape)
+        range_start = int_field(split, "range_start", what="split", expected=shape)
+        range_end = int_field(split, "range_end", what="split", expected=shape)
+        start_ms = int_field(split, "start_ms", what="split", expected=shape)
+        span_ms = int_field(split, "span_ms", what="split", expected=shape)
+        count = partition_count(range_start, range_end, partition, partitions)
+        if count == 0:
+            return
+        ms_per_value = span_ms / (range_end - range_start)
+        for values in value_chunks(range_start + partition, count, partitions):
+            relative = pc.cast(pc.subtract(values, range_start), pa.float64())
+            # Half-up rounding to whole milliseconds, as Spark's timestamps are.
+            millis = pc.floor(pc.add(pc.multiply(relative, ms_per_value), start_ms + 0.5))
+            micros = pc.multiply(pc.cast(millis, pa.int64()), 1000).view(TIMESTAMP)
+            yield pa.RecordBatch.from_arrays([micros, values], schema=SCHEMA)
+
+    # -- start time ---------------------------------------------------------------------
+    def _stored_start(self) -> int | None:
+        state = self.context.state
+        if state is None:
+            return None
+        stored = state.read(_START_FILE)
+        if stored is None:
+            return None
+        value = stored.get("start_ms") if isinstance(stored, dict) else None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise CorruptCheckpointError(
+                f"Checkpoint file {state.url.rstrip('/')}/{_START_FILE} does not hold the rate "
+                f"source's start time (got {stored!r}). Restore it, or start the query with a "
+                "new checkpoint."
+            )
+        return value
+
+    def _start_time(self) -> int:
+        """The source's start time in epoch milliseconds, fixed (and saved) on first use."""
+        if self._start_ms is None:
+            now = int(type(self).clock() * 1000)
+            state = self.context.state
+            if state is not None and not state.create(_START_FILE, {"start_ms": now}):
+                stored = self._stored_start()
+                now = stored if stored is not None else now
+            self._start_ms = now
+            log.debug("rate source start time: %d ms", now)
+        return self._start_ms
+
+    def _check_overflow(self, seconds: int) -> None:
+        rate, ramp = self.rows_per_second, self.ramp_up_seconds
+        if value_at_second(seconds, rate, ramp) > INT64_MAX:
+            raise SourceError(
+                f"Integer overflow: with rowsPerSecond={rate} the rate source's values leave "
+                f"the int64 range after {seconds} seconds. Lower rowsPerSecond or start the "
+                "query with a new checkpoint."
+            )
+
+
+def _seconds(offset: Offset) -> int:
+    return int_field(offset, "seconds", what="offset", expected=_OFFSET_SHAPE)
+
+
+def _whole_seconds(duration: timedelta) -> int:
+    seconds = duration.total_seconds()
+    if not seconds.is_integer():
+        problem = (
+            f"invalid value {duration} for option 'rampUpTime': must be a whole number of "
+            "seconds, such as '5 seconds'"
+        )
+        raise OptionError(f"Invalid options for 'rate':\n  - {problem}", [problem])
+    return int(seconds)

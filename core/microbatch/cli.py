@@ -1,0 +1,735 @@
+"""The ``microbatch`` command.
+
+::
+
+    microbatch connectors [NAME]              installed connectors, or one connector's options
+    microbatch checkpoint inspect DIR [--json]   what a checkpoint holds (DIR may be an fsspec URL)
+    microbatch demo [--seconds N] [--rows-per-batch N]   a live rate -> filter -> memory query
+    microbatch docs options [--output FILE]   the option reference, in Markdown
+
+Start-up stays quick: only the registry and options load up front; the engine and pyarrow-heavy
+modules load inside the subcommands that need them. Exit codes: 0 success, 1 a failure (a bad
+checkpoint, a failed query), 2 a usage error (unknown subcommand, unknown connector).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.table import Table
+
+from . import __version__
+from .errors import CheckpointError, MicrobatchError, UnknownFormatError
+from .options import Option, normalize
+from .registry import ConnectorInfo, ConnectorRegistry
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+    from .query import StreamingQuery
+    from .session import Session
+
+__all__ = ["build_parser", "main", "render_option_reference", "run_demo_query"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    args = build_parser().parse_args(argv)
+    out, err = _console(stderr=False), _console(stderr=True)
+    try:
+        code: int = args.handler(args, out, err)
+    except KeyboardInterrupt:
+        err.print("Interrupted.")
+        return 130
+    return code
+
+
+def _console(*, stderr: bool) -> Console:
+    """A console that, when not writing to a terminal, is wide enough for the tables."""
+    console = Console(stderr=stderr, soft_wrap=stderr)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, soft_wrap=stderr, width=_PIPE_WIDTH)
+    return console
+
+
+_PIPE_WIDTH = 160
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``microbatch`` command."""
+    parser = argparse.ArgumentParser(
+        prog="microbatch",
+        description="Structured-Streaming-style micro-batch pipelines in one Python process.",
+    )
+    parser.add_argument("--version", action="version", version=f"microbatch {__version__}")
+    parser.set_defaults(handler=lambda args, out, err: _usage(parser, err))
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    connectors = commands.add_parser(
+        "connectors",
+        help="list installed connectors, or show one connector's options",
+        description="Without NAME: every installed connector with its distribution. With NAME: "
+        "that connector's description, roles and options.",
+    )
+    connectors.add_argument("name", nargs="?", metavar="NAME", help="a format name, e.g. rate")
+    connectors.set_defaults(handler=_cmd_connectors)
+
+    checkpoint = commands.add_parser("checkpoint", help="look at a query's checkpoint")
+    checkpoint.set_defaults(handler=lambda args, out, err: _usage(checkpoint, err))
+    checkpoint_commands = checkpoint.add_subparsers(title="commands", metavar="COMMAND")
+    inspect = checkpoint_commands.add_parser(
+        "inspect",
+        help="summarise a checkpoint: query id, lock, batches",
+        description="Summarise a checkpoint: its query, who holds it, and every logged batch "
+        "with its offsets and whether it was committed.",
+    )
+    inspect.add_argument("location", metavar="DIR", help="checkpoint folder or fsspec URL")
+    inspect.add_argument("--json", action="store_true", help="print a machine-readable dump")
+    inspect.set_defaults(handler=_cmd_checkpoint_inspect)
+
+    demo = commands.add_parser(
+        "demo",
+        help="run a live demo query (rate-micro-batch -> filter -> memory)",
+        description="Run a real query for a few seconds with a live progress display, then "
+        "read its results back from the memory table.",
+    )
+    demo.add_argument("--seconds", type=_positive_float, default=5.0, help="how long to run")
+    demo.add_argument(
+        "--rows-per-batch", type=_positive_int, default=1000, help="rows of each micro-batch"
+    )
+    demo.set_defaults(handler=_cmd_demo)
+
+    docs = commands.add_parser("docs", help="render reference documentation")
+    docs.set_defaults(handler=lambda args, out, err: _usage(docs, err))
+    docs_commands = docs.add_subparsers(title="commands", metavar="COMMAND")
+    options = docs_commands.add_parser(
+        "options",
+        help="the option reference of every installed connector, in Markdown",
+        description="Render the option reference of every installed connector (and the "
+        "session settings) from the options they declare.",
+    )
+    options.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
+    options.add_argument(
+        "--distribution",
+        action="append",
+        metavar="NAME",
+        help="only connectors of this distribution (repeatable)",
+    )
+    options.set_defaults(handler=_cmd_docs_options)
+    return parser
+
+
+def _usage(parser: argparse.ArgumentParser, err: Console) -> int:
+    err.print(escape(parser.format_help()), end="")
+    return 2
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+# -- connectors --------------------------------------------------------------------------
+
+
+def _load_registry() -> ConnectorRegistry:
+    registry = ConnectorRegistry()
+    registry.load_entry_points()
+    return registry
+
+
+def _cmd_connectors(args: argparse.Namespace, out: Console, err: Console) -> int:
+    registry = _load_registry()
+    if args.name is None:
+        _print_connector_list(registry, out, err)
+        return 0
+    infos = [
+        info
+        for info in sorted(registry.connectors(), key=lambda info: info.role != "source")
+        if normalize(info.format_name) == normalize(args.name)
+    ]
+    if not infos:
+        err.print(escape(_unknown_format_message(registry, args.name)), highlight=False)
+        return 2
+    _print_connector(infos, out)
+    return 0
+
+
+def _unknown_format_message(registry: ConnectorRegistry, name: str) -> str:
+    """The registry's message for ``name``, from the role that has a close match if any."""
+    messages = []
+    for role in ("source", "sink"):
+        try:
+            registry.find(role, name)
+        except UnknownFormatError as error:
+            messages.append(str(error))
+    return next((message for message in messages if "Did you mean" in message), messages[0])
+
+
+def _guarantee(info: ConnectorInfo) -> str:
+    cls: Any = info.cls
+    if info.role == "sink":
+        return str(cls.guarantee)
+    return "replayable" if cls.replayable else "not replayable"
+
+
+def _output_modes(info: ConnectorInfo) -> str:
+    if info.role != "sink":
+        return ""
+    modes: Any = info.cls.output_modes  # type: ignore[union-attr]
+    order = ["append", "update", "complete"]
+    return ", ".join(sorted((str(mode) for mode in modes), key=order.index))
+
+
+def _print_connector_list(registry: ConnectorRegistry, out: Console, err: Console) -> None:
+    table = Table(title="Installed connectors", title_justify="left")
+    table.add_column("Format", style="bold", no_wrap=True)
+    table.add_column("Role", no_wrap=True)
+    table.add_column("Output modes")
+    table.add_column("Guarantee")
+    table.add_column("Distribution", no_wrap=True)
+    table.add_column("Description")
+    for info in registry.connectors():
+        table.add_row(
+            info.format_name,
+            info.role,
+            _output_modes(info),
+            _guarantee(info),
+            escape(f"{info.distribution} {info.version}".strip()),
+            escape(info.cls.description),
+        )
+    if registry.connectors():
+        out.print(table)
+        out.print("Details and options: microbatch connectors NAME", highlight=False)
+    else:
+        out.print(
+            "No connector is installed. Install one, e.g. pip install microbatch-rate",
+            highlight=False,
+        )
+    if registry.failures:
+        failed = Table(title="Plugins that failed to load", title_justify="left", style="yellow")
+        for column in ("Plugin", "Distribution", "Version", "Error"):
+            failed.add_column(column)
+        for failure in registry.failures:
+            failed.add_row(
+                escape(failure.plugin),
+                escape(failure.distribution),
+                escape(failure.version),
+                escape(failure.error),
+            )
+        err.print("[yellow]Warning:[/] some connector plugins could not be loaded.")
+        err.print(failed)
+
+
+def _print_connector(infos: list[ConnectorInfo], out: Console) -> None:
+    first = infos[0]
+    roles = " and ".join(info.role for info in infos)
+    out.print(f"[bold]{escape(first.format_name)}[/] ({roles})", highlight=False)
+    out.print(
+        escape(f"Distribution: {first.distribution} {first.version}".strip())
+        + escape(f" (plugin '{first.plugin}')"),
+        highlight=False,
+    )
+    for info in infos:
+        cls: Any = info.cls
+        out.print()
+        out.print(f"[bold]{info.role.capitalize()}[/] {escape(cls.__qualname__)}", highlight=False)
+        if cls.description:
+            out.print(escape(cls.description), highlight=False)
+        for label, value in _capabilities(info):
+            out.print(f"  {label}: {escape(value)}", highlight=False)
+        out.print(_options_table(list(cls.options), title=f"{info.role.capitalize()} options"))
+
+
+def _capabilities(info: ConnectorInfo) -> list[tuple[str, str]]:
+    cls: Any = info.cls
+    if info.role == "source":
+        return [
+            ("replayable", _yes_no(cls.replayable)),
+            ("available-now", "supported" if cls.supports_available_now else "one batch"),
+            ("user schema", cls.user_schema),
+        ]
+    return [
+        ("output modes", _output_modes(info)),
+        ("guarantee", str(cls.guarantee)),
+        ("needs a checkpoint", _yes_no(cls.needs_checkpoint)),
+        ("partition_by", "supported" if cls.supports_partition_by else "not supported"),
+    ]
+
+
+def _yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _options_table(options: list[Option], *, title: str) -> Table | str:
+    if not options:
+        return "  (no options)"
+    table = Table(title=title, title_justify="left")
+    table.add_column("Option", style="bold", no_wrap=True)
+    table.add_column("Type", no_wrap=True)
+    table.add_column("Default", no_wrap=True)
+    table.add_column("Required", no_wrap=True)
+    table.add_column("Choices")
+    table.add_column("Description")
+    for option in options:
+        cells = _option_cells(option)
+        table.add_row(*(escape(cell) for cell in cells))
+    return table
+
+
+# -- option rendering (shared by the table and the Markdown reference) -------------------
+
+
+def _option_cells(option: Option) -> tuple[str, str, str, str, str, str]:
+    doc = " ".join(option.doc.split())
+    if option.secret:
+        doc = f"(secret) {doc}".strip()
+    return (
+        option.name,
+        _type_text(option),
+        _default_text(option),
+        "yes" if option.required else "",
+        ", ".join(option.choices or ()),
+        doc,
+    )
+
+
+def _type_text(option: Option) -> str:
+    low, high = option.minimum, option.maximum
+    bounds = ""
+    if low is not None and high is not None:
+        bounds = f" {_number(low)}..{_number(high)}"
+    elif low is not None:
+        bounds = f" >= {_number(low)}"
+    elif high is not None:
+        bounds = f" <= {_number(high)}"
+    if bounds and option.type == "duration":
+        bounds += " s"
+    return option.type + bounds
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _default_text(option: Option) -> str:
+    value = option.default
+    if value is None or option.secret:
+        return ""
+    if option.type == "object":
+        return f"<{type(value).__name__}>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, timedelta):
+        return _duration_text(value)
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _duration_text(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    if seconds and seconds < 1:
+        return f"{_number(round(seconds * 1000, 3))}ms"
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{_number(seconds / size)} {unit}"
+    return f"{_number(seconds)} seconds"
+
+
+def render_option_reference(
+    registry: ConnectorRegistry | None = None, *, distributions: Iterable[str] | None = None
+) -> str:
+    """The Markdown option reference: session settings, then one section per connector.
+
+    ``distributions`` limits the connectors to those distributions (all installed by default).
+    """
+    if registry is None:
+        registry = _load_registry()
+    wanted = {name.lower() for name in distributions} if distributions is not None else None
+    lines = [
+        "# Option reference",
+        "",
+        "<!-- Generated by `microbatch docs options` (`make docs`) from the options each "
+        "connector declares. Do not edit by hand. -->",
+        "",
+        "Option names are case-insensitive and may be written in camelCase or snake_case "
+        "(`rowsPerSecond`, `rows_per_second`). Unknown options and invalid values fail when the "
+        "query starts (`start()` / `load()`), with a \"did you mean\" for misspelt names.",
+        "",
+    ]
+    session_options = _session_options()
+    if session_options:
+        lines += [
+            "## Session settings",
+            "",
+            "Set with `mb.Session(conf={...})` or `session.conf.set(name, value)`.",
+            "",
+        ]
+        lines += _markdown_table(session_options)
+    for info in sorted(registry.connectors(), key=lambda i: (i.format_name, i.role != "source")):
+        if wanted is not None and info.distribution.lower() not in wanted:
+            continue
+        cls: Any = info.cls
+        title = f"## `{info.format_name}` {info.role}"
+        lines += [title, ""]
+        lines.append(f"Distribution `{info.distribution}` {info.version}. {cls.description}".rstrip())
+        lines.append("")
+        facts = [f"{label}: {value}" for label, value in _capabilities(info)]
+        lines += ["- " + fact for fact in facts]
+        lines.append("")
+        lines += _markdown_table(list(cls.options))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _session_options() -> list[Option]:
+    """``microbatch.session.SESSION_OPTIONS`` when the session module declares them."""
+    try:
+        module = importlib.import_module(".session", __package__)
+    except ModuleNotFoundError:
+        return []
+    declared = getattr(module, "SESSION_OPTIONS", None)
+    return list(declared) if declared is not None else []
+
+
+def _markdown_table(options: list[Option]) -> list[str]:
+    if not options:
+        return ["No options.", ""]
+    rows = ["| Option | Type | Default | Required | Choices | Description |", "| --- " * 6 + "|"]
+    for option in options:
+        name, kind, default, required, choices, doc = _option_cells(option)
+        cells = [
+            f"`{name}`",
+            kind,
+            f"`{default}`" if default else "",
+            required,
+            ", ".join(f"`{choice}`" for choice in option.choices or ()) if choices else "",
+            doc,
+        ]
+        rows.append("| " + " | ".join(_markdown_cell(cell) for cell in cells) + " |")
+    return [*rows, ""]
+
+
+def _markdown_cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell (no column breaks, no HTML tags)."""
+    return text.replace("|", "\\|").replace("<", "&lt;")
+
+
+def _cmd_docs_options(args: argparse.Namespace, out: Console, err: Console) -> int:
+    registry = _load_registry()
+    for failure in registry.failures:
+        err.print(
+            escape(f"Warning: plugin '{failure.plugin}' ({failure.distribution}) failed to load: "
+                   f"{failure.error}"),
+            highlight=False,
+        )
+    text = render_option_reference(registry, distributions=args.distribution)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        err.print(f"Wrote {escape(args.output)}", highlight=False)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# -- checkpoint inspect ------------------------------------------------------------------
+
+
+def inspect_checkpoint(location: str) -> dict[str, Any]:
+    """A JSON-able summary of the checkpoint at ``location``.
+
+    Raises :class:`~microbatch.errors.CheckpointError` when there is no checkpoint there and
+    :class:`~microbatch.errors.CorruptCheckpointError` naming a file that cannot be read.
+    """
+    from .checkpoint import Checkpoint
+    from .progress import iso_timestamp
+
+    checkpoint = Checkpoint(location)
+    root = checkpoint.root
+    if not root.fs.exists(root.path):
+        raise CheckpointError(f"No checkpoint at {location}: the folder does not exist.")
+    if root.fs.isfile(root.path):
+        raise CheckpointError(f"{location} is a file, not a checkpoint folder.")
+    metadata = checkpoint.metadata()
+    offset_ids = checkpoint.batch_ids(checkpoint.offsets)
+    commit_ids = checkpoint.batch_ids(checkpoint.commits)
+    if metadata is None and not offset_ids and not commit_ids:
+        raise CheckpointError(
+            f"{location} is not a checkpoint: it has no metadata file and no offset or commit log."
+        )
+    checkpoint.latest_offsets()  # checks that the offset log is contiguous at its end
+    batches = []
+    for batch_id in offset_ids:
+        entry = checkpoint.read_offsets(batch_id)
+        committed = checkpoint.is_committed(batch_id)
+        commit = checkpoint.commits.read(str(batch_id)) if committed else None
+        batches.append(
+            {
+                "batchId": batch_id,
+                "batchTimestampMs": entry.timestamp_ms,
+                "timestamp": iso_timestamp(entry.timestamp_ms / 1000),
+                "start": entry.start,
+                "end": entry.end,
+                "committed": committed,
+                "numInputRows": commit.get("numInputRows") if isinstance(commit, dict) else None,
+            }
+        )
+    pending = [batch["batchId"] for batch in batches if not batch["committed"]]
+    return {
+        "checkpoint": checkpoint.url,
+        "metadata": metadata,
+        "lock": root.read("lock"),
+        "lockHolder": _lock_holder(checkpoint),
+        "batches": batches,
+        "commitsWithoutOffsets": sorted(set(commit_ids) - set(offset_ids)),
+        "rerunOnRestart": pending[-1] if pending and pending[-1] == offset_ids[-1] else None,
+        "state": {
+            "sources/0": sorted(checkpoint.source_state(0).names()),
+            "sink": sorted(checkpoint.sink_state().names()),
+        },
+    }
+
+
+def _lock_holder(checkpoint: Checkpoint) -> str | None:
+    """Who holds the checkpoint's lock, or ``None`` when it is free or the lock is stale."""
+    if not checkpoint.root.exists("lock"):
+        return None
+    return checkpoint._lock_holder()
+
+
+def _cmd_checkpoint_inspect(args: argparse.Namespace, out: Console, err: Console) -> int:
+    try:
+        summary = inspect_checkpoint(args.location)
+    except MicrobatchError as error:
+        err.print(f"[red]Error:[/] {escape(str(error))}", highlight=False)
+        return 1
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        _print_checkpoint(summary, out)
+    return 0
+
+
+def _print_checkpoint(summary: dict[str, Any], out: Console) -> None:
+    metadata = summary["metadata"] or {}
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    facts.add_row("Checkpoint", summary["checkpoint"])
+    facts.add_row("Query id", str(metadata.get("id", "(metadata missing)")))
+    facts.add_row("Source", str(metadata.get("source", "?")))
+    facts.add_row("Sink", str(metadata.get("sink", "?")))
+    facts.add_row("Created", str(metadata.get("createdAt", "?")))
+    facts.add_row("Lock", _lock_text(summary))
+    state = summary["state"]
+    facts.add_row(
+        "State files",
+        f"sources/0: {len(state['sources/0'])}, sink: {len(state['sink'])}",
+    )
+    out.print(facts, highlight=False)
+    batches = summary["batches"]
+    if not batches:
+        out.print("\nNo batch has been logged yet.", highlight=False)
+        return
+    table = Table(title=f"Batches ({len(batches)} in the log)", title_justify="left")
+    table.add_column("Batch", justify="right")
+    table.add_column("Timestamp", no_wrap=True)
+    table.add_column("Start offset", overflow="fold")
+    table.add_column("End offset", overflow="fold")
+    table.add_column("Rows", justify="right")
+    table.add_column("Committed")
+    for batch in batches:
+        rows = batch["numInputRows"]
+        table.add_row(
+            str(batch["batchId"]),
+            batch["timestamp"],
+            escape(_compact(batch["start"])),
+            escape(_compact(batch["end"])),
+            "" if rows is None else str(rows),
+            "yes" if batch["committed"] else "[yellow]no[/]",
+        )
+    out.print()
+    out.print(table)
+    rerun = summary["rerunOnRestart"]
+    if rerun is not None:
+        out.print(
+            f"Batch {rerun} was logged but not committed: the next run re-runs it with the same "
+            "offsets and batch id.",
+            highlight=False,
+        )
+    gaps = [batch["batchId"] for batch in batches if not batch["committed"]]
+    if [gap for gap in gaps if gap != rerun]:
+        out.print(
+            f"Batches {', '.join(str(gap) for gap in gaps if gap != rerun)} have no commit entry "
+            "but later batches do; they will not be re-run.",
+            highlight=False,
+        )
+
+
+def _lock_text(summary: dict[str, Any]) -> str:
+    lock = summary["lock"]
+    if not isinstance(lock, dict):
+        return "free"
+    holder = summary["lockHolder"]
+    if holder:
+        return f"held by {holder}"
+    return (
+        f"stale (left by pid {lock.get('pid')} on {lock.get('host')}, which no longer runs it); "
+        "the next run takes it over"
+    )
+
+
+def _compact(value: Any) -> str:
+    return "-" if value is None else json.dumps(value, separators=(",", ":"))
+
+
+# -- demo --------------------------------------------------------------------------------
+
+
+def run_demo_query(session: Session, checkpoint: str, rows_per_batch: int) -> StreamingQuery:
+    """The demo pipeline: numbered rows, keep the multiples of 3, collect them in memory.
+
+    This is the code to copy when you write your own query.
+    """
+    import microbatch as mb
+
+    numbers = (
+        session.read_stream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .load()
+    )
+    return (
+        numbers.filter(mb.col("value") >= 10)
+        .write_stream.format("memory")
+        .query_name("demo")
+        .output_mode("append")
+        .trigger(processing_time="250 milliseconds")
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+
+
+def _cmd_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
+    import microbatch as mb
+
+    checkpoint = tempfile.mkdtemp(prefix="microbatch-demo-")
+    try:
+        session = mb.Session()
+        query = run_demo_query(session, checkpoint, args.rows_per_batch)
+    except MicrobatchError as error:
+        err.print(f"[red]Error:[/] {escape(str(error))}", highlight=False)
+        return 1
+    watcher = _DemoWatcher(query)
+    try:
+        _watch(query, watcher, args.seconds, out)
+    finally:
+        query.stop()
+    failure = query.exception()
+    if failure is not None:
+        err.print(f"[red]The demo query failed:[/] {escape(str(failure))}", highlight=False)
+        return 1
+    watcher.update()
+    out.print(_demo_summary(session, watcher, checkpoint))
+    out.print(
+        f"Inspect its checkpoint with: microbatch checkpoint inspect {checkpoint}", highlight=False
+    )
+    return 0
+
+
+class _DemoWatcher:
+    """Totals over every progress record of a query, read from ``recent_progress``."""
+
+    def __init__(self, query: StreamingQuery) -> None:
+        self.query = query
+        self.started = time.monotonic()
+        self.seen: set[int] = set()
+        self.batches = 0
+        self.input_rows = 0
+        self.output_rows = 0
+        self.last_duration_ms: int | None = None
+
+    def update(self) -> None:
+        for progress in self.query.recent_progress:
+            batch_id = progress.get("batchId")
+            if batch_id in self.seen or not progress.get("numInputRows"):
+                continue
+            self.seen.add(batch_id)
+            self.batches += 1
+            self.input_rows += progress["numInputRows"]
+            self.output_rows += progress.get("sink", {}).get("numOutputRows", 0) or 0
+            self.last_duration_ms = progress.get("durationMs", {}).get("triggerExecution")
+
+    def table(self) -> Table:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        table = Table(title="demo: rate-micro-batch -> filter -> memory", title_justify="left")
+        for column in ("Batches", "Input rows", "Output rows", "Rows/s", "Last batch"):
+            table.add_column(column, justify="right")
+        last = "-" if self.last_duration_ms is None else f"{self.last_duration_ms} ms"
+        table.add_row(
+            str(self.batches),
+            f"{self.input_rows:,}",
+            f"{self.output_rows:,}",
+            f"{self.input_rows / elapsed:,.0f}",
+            last,
+        )
+        return table
+
+
+def _watch(query: StreamingQuery, watcher: _DemoWatcher, seconds: float, out: Console) -> None:
+    from rich.live import Live
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    clock = Progress(TextColumn("running"), BarColumn(), TimeRemainingColumn(), console=out)
+    task = clock.add_task("demo", total=seconds)
+    deadline = time.monotonic() + seconds
+    with Live(Group(clock, watcher.table()), console=out, refresh_per_second=8) as live:
+        while query.is_active and time.monotonic() < deadline:
+            time.sleep(0.1)
+            watcher.update()
+            clock.update(task, completed=seconds - max(0.0, deadline - time.monotonic()))
+            live.update(Group(clock, watcher.table()))
+
+
+def _demo_summary(session: Session, watcher: _DemoWatcher, checkpoint: str) -> Table:
+    import pyarrow.compute as pc
+
+    result = session.table("demo")
+    values = result.column("value")
+    low, high = pc.min(values).as_py(), pc.max(values).as_py()
+    summary = Table(title="Result (session.table('demo'))", title_justify="left")
+    summary.add_column("")
+    summary.add_column("", justify="right")
+    summary.add_row("batches", str(watcher.batches))
+    summary.add_row("rows read", f"{watcher.input_rows:,}")
+    summary.add_row("rows in the memory table", f"{result.num_rows:,}")
+    summary.add_row("min value", "-" if low is None else str(low))
+    summary.add_row("max value", "-" if high is None else str(high))
+    summary.add_row("checkpoint", checkpoint)
+    summary.show_header = False
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+"""The micro-batch loop and its write-ahead protocol.
+
+Per trigger::
+
+    end = source.latest_offset(start, limit)        nothing new -> no batch
+    checkpoint offsets/N = (start, end)              durable before any side effect
+    splits = source.plan(start, end)
+    messages = [sink.write(N, transformed(source.read(split))) for split in splits]   # in parallel
+    sink.commit(N, messages)
+    checkpoint commits/N
+    source.commit(end); progress
+
+On start, a last offset-log entry without a commit is re-run with the same batch id and the same
+offsets. The engine runs on the query's thread; reads and writes of splits run on a thread pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .checkpoint import BatchEntry, Checkpoint
+from .connector import Offset, ReadAllAvailable, ReadLimit, Sink, Source
+from .errors import SchemaMismatchError
+from .progress import StreamingQueryProgress, iso_timestamp
+from .transforms import Pipeline
+from .triggers import AvailableNow, Once, Trigger
+
+__all__ = ["EngineSettings", "MicroBatchEngine"]
+
+log = logging.getLogger("microbatch.engine")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Session settings the loop needs."""
+
+    polling_delay: float = 0.01
+    idle_progress_interval: float = 10.0
+    max_workers: int = 2
+
+
+@dataclass
+class _Counts:
+    """Rows counted by the split readers of one batch (each reader owns one slot)."""
+
+    input_rows: list[int] = field(default_factory=list)
+    output_rows: list[int] = field(default_factory=list)
+
+
+class MicroBatchEngine:
+    """Runs one query: recovers from the checkpoint, then runs batches until told to stop.
+
+    ``report`` receives each progress record; ``report_idle`` receives the idle ones;
+    ``phase`` is called at each step of the protocol (``microbatch_batch_phase`` hook).
+    """
+
+    def __init__(
+        self,
+        *,
+        source: Source,
+        sink: Sink,
+        pipeline: Pipeline,
+        output_schema: pa.Schema,
+        checkpoint: Checkpoint,
+        trigger: Trigger,
+        identity: dict[str, Any],
+        settings: EngineSettings,
+        report: Callable[[StreamingQueryProgress], None],
+        report_idle: Callable[[StreamingQueryProgress], None],
+        set_status: Callable[[str, bool, bool], None],
+        phase: Callable[[int, str], None],
+    ) -> None:
+        self.source = source
+        self.sink = sink
+        self.pipeline = pipeline
+        self.output_schema = output_schema
+        self.checkpoint = checkpoint
+        self.trigger = trigger
+        self.identity = identity
+        self.settings = settings
+        self._report = report
+        self._report_idle = report_idle
+        self._set_status = set_status
+        self._phase = phase
+        self.stop_requested = threading.Event()
+        self.wake = threading.Event()
+        self.idle_checks = 0
+        """How many triggers found nothing new with every batch committed."""
+        self.idle_condition = threading.Condition()
+        self._pool: ThreadPoolExecutor | None = None
+        self._next_batch_id = 0
+        self._start: Offset = {}
+        self._pending: BatchEntry | None = None
+        self._last_trigger_start: float | None = None
+        self._last_idle_report = float("-inf")
+        self.last_batch_explained: list[str] = []
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def run(self) -> None:
+        """Run until stopped or, for once/available-now, until the data is processed."""
+        try:
+            if isinstance(self.trigger, Once):
+                self._run_once()
+            elif isinstance(self.trigger, AvailableNow):
+                self._run_available_now()
+            else:
+                self._run_continuously()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+        self.wake.set()
+
+    def recover(self) -> None:
+        """Read the checkpoint and decide where the run starts; call once before :meth:`run`.
+
+        A corrupted or inconsistent checkpoint raises here, before anything is written.
+        """
+        self._set_status("Initializing sources", False, False)
+        latest = self.checkpoint.latest_offsets()
+        if latest is None:
+            self._start = self.source.initial_offset()
+            self._next_batch_id = 0
+        elif self.checkpoint.is_committed(latest.batch_id):
+            self._start = latest.end
+            self._next_batch_id = latest.batch_id + 1
+            self.source.commit(latest.end)
+        else:
+            log.info(
+                "re-running batch %d of %s, planned but not committed before the last stop",
+                latest.batch_id,
+                self.checkpoint.url,
+            )
+            self._pending = latest
+            self._start = latest.start if latest.start is not None else latest.end
+            self._next_batch_id = latest.batch_id
+
+    def _run_pending(self) -> None:
+        if self._pending is not None:
+            entry, self._pending = self._pending, None
+            self._run_batch(entry, trigger_start=time.time(), latest_ms=0.0, replay=True)
+
+    def _run_once(self) -> None:
+        if self._pending is not None:
+            self._run_pending()
+            return
+        self._trigger(ReadAllAvailable())
+
+    def _run_available_now(self) -> None:
+        self._run_pending()
+        if self.source.supports_available_now:
+            self.source.prepare_available_now()
+            limit = self.source.default_read_limit()
+            while not self.stop_requested.is_set() and self._trigger(limit):
+                pass
+        else:
+            self._trigger(ReadAllAvailable())
+
+    def _run_continuously(self) -> None:
+        self._run_pending()
+        limit = self.source.default_read_limit()
+        while not self.stop_requested.is_set():
+            now = time.time()
+            due = self.trigger.next_start(now, self._last_trigger_start)
+            if due > now:
+                self._set_status("Waiting for next trigger", False, False)
+                self.wake.wait(due - now)
+                self.wake.clear()
+                if self.stop_requested.is_set():
+                    break
+                if time.time() < due:
+                    continue  # woken early (e.g. to check for data): honour the interval
+            if not self._trigger(limit):
+                self._set_status("Waiting for data to arrive", False, False)
+                self.wake.wait(self.settings.polling_delay)
+                self.wake.clear()
+
+    # -- one trigger ----------------------------------------------------------------------
+    def _trigger(self, limit: ReadLimit) -> bool:
+        """Ask the source for new data and run a batch when there is some."""
+        trigger_start = time.time()
+        self._set_status(f"Getting offsets from {self.source.describe()}", False, True)
+        clock = time.perf_counter()
+        end = self.source.latest_offset(self._start, limit)
+        latest_ms = (time.perf_counter() - clock) * 1000
+        if end == self._start:
+            self._idle(trigger_start, latest_ms)
+            return False
+        entry = BatchEntry(
+            batch_id=self._next_batch_id,
+            start=self._start,
+            end=end,
+            timestamp_ms=int(trigger_start * 1000),
+        )
+        self._run_batch(entry, trigger_start=trigger_start, latest_ms=latest_ms, replay=False)
+        return True
+
+    def _idle(self, trigger_start: float, latest_ms: float) -> None:
+        with self.idle_condition:
+            self.idle_checks += 1
+            self.idle_condition.notify_all()
+        if trigger_start - self._last_idle_report < self.settings.idle_progress_interval:
+            return
+        self._last_idle_report = trigger_start
+        elapsed = (time.time() - trigger_start) * 1000
+        progress = self._progress(
+            batch_id=self._next_batch_id,
+            trigger_start=trigger_start,
+            durations={"latestOffset": round(latest_ms), "triggerExecution": round(elapsed)},
+            start=self._start,
+            end=self._start,
+            input_rows=0,
+            output_rows=0,
+        )
+        self._report_idle(progress)
+
+    def _run_batch(
+        self, entry: BatchEntry, *, trigger_start: float, latest_ms: float, replay: bool
+    ) -> None:
+        batch_id = entry.batch_id
+        start = entry.start if entry.start is not None else entry.end
+        timings: dict[str, float] = {"latestOffset": latest_ms}
+
+        clock = time.perf_counter()
+        if not replay:
+            self._set_status("Writing offsets to log", True, True)
+            self.checkpoint.write_offsets(entry)
+            self._phase(batch_id, "offsets_written")
+        timings["walCommit"] = (time.perf_counter() - clock) * 1000
+
+        self._set_status("Processing new data", True, True)
+        clock = time.perf_counter()
+        splits = self.source.plan(start, entry.end)
+        timings["getBatch"] = (time.perf_counter() - clock) * 1000
+
+        clock = time.perf_counter()
+        counts = _Counts(input_rows=[0] * len(splits), output_rows=[0] * len(splits))
+        messages = self._write_splits(batch_id, splits, counts)
+        self.sink.commit(batch_id, messages)
+        self._phase(batch_id, "sink_committed")
+        timings["addBatch"] = (time.perf_counter() - clock) * 1000
+
+        clock = time.perf_counter()
+        input_rows = sum(counts.input_rows)
+        self.checkpoint.write_commit(batch_id, input_rows)
+        self._phase(batch_id, "batch_committed")
+        self.source.commit(entry.end)
+        timings["commitOffsets"] = (time.perf_counter() - clock) * 1000
+
+        self._start = entry.end
+        self._next_batch_id = batch_id + 1
+        timings["triggerExecution"] = (time.time() - trigger_start) * 1000
+        progress = self._progress(
+            batch_id=batch_id,
+            trigger_start=trigger_start,
+            durations={key: round(value) for key, value in timings.items()},
+            start=entry.start,
+            end=entry.end,
+            input_rows=input_rows,
+            output_rows=sum(counts.output_rows),
+        )
+        self._last_trigger_start = trigger_start
+        self._report(progress)
+
+    # -- splits ---------------------------------------------------------------------------
+    def _write_splits(self, batch_id: int, splits: list[Any], counts: _Counts) -> list[Any]:
+        def write_one(index: int) -> Any:
+            reader = pa.RecordBatchReader.from_batches(
+                self.output_schema, self._transformed(splits[index], index, counts)
+            )
+            message = self.sink.write(batch_id, reader)
+            self._phase(batch_id, "sink_write_done")
+            return message
+
+        if len(splits) <= 1 or self.settings.max_workers <= 1:
+            messages: list[Any] = []
+            try:
+                for index in range(len(splits)):
+                    messages.append(write_one(index))
+            except BaseException:
+                self._abort(batch_id, messages)
+                raise
+            return messages
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                max_workers=self.settings.max_workers, thread_name_prefix="microbatch-split"
+            )
+        futures: list[Future[Any]] = [
+            self._pool.submit(write_one, index) for index in range(len(splits))
+        ]
+        done: list[Any] = []
+        failure: BaseException | None = None
+        for future in futures:
+            try:
+                done.append(future.result())
+            except BaseException as error:
+                done.append(None)
+                failure = failure or error
+        if failure is not None:
+            self._abort(batch_id, done)
+            raise failure
+        return done
+
+    def _abort(self, batch_id: int, messages: list[Any]) -> None:
+        try:
+            self.sink.abort(batch_id, messages)
+        except Exception:
+            log.exception(
+                "abort of batch %d failed (the batch will be re-run on restart)", batch_id
+            )
+
+    def _transformed(self, split: Any, index: int, counts: _Counts) -> Iterator[pa.RecordBatch]:
+        schema = self.source.schema
+        for batch in _batches(self.source.read(split)):
+            if not batch.schema.equals(schema):
+                batch = _conform(batch, schema, self.source, split)
+            counts.input_rows[index] += batch.num_rows
+            out = self.pipeline.apply(batch) if self.pipeline else batch
+            if not out.schema.equals(self.output_schema):
+                out = _conform(out, self.output_schema, self.source, split, after="transforms")
+            counts.output_rows[index] += out.num_rows
+            yield out
+
+    # -- progress -------------------------------------------------------------------------
+    def _progress(
+        self,
+        *,
+        batch_id: int,
+        trigger_start: float,
+        durations: dict[str, int],
+        start: Offset | None,
+        end: Offset,
+        input_rows: int,
+        output_rows: int,
+    ) -> StreamingQueryProgress:
+        previous = self._last_trigger_start
+        since_previous = trigger_start - previous if previous is not None else float("inf")
+        input_rate = input_rows / since_previous if since_previous > 0 else 0.0
+        processed_rate = input_rows / max(0.001, durations.get("triggerExecution", 0) / 1000)
+        source = {
+            "description": self.source.describe(),
+            "startOffset": start,
+            "endOffset": end,
+            "latestOffset": end,
+            "numInputRows": input_rows,
+            "inputRowsPerSecond": input_rate,
+            "processedRowsPerSecond": processed_rate,
+        }
+        return StreamingQueryProgress(
+            id=self.identity["id"],
+            runId=self.identity["runId"],
+            name=self.identity["name"],
+            timestamp=iso_timestamp(trigger_start),
+            batchId=batch_id,
+            batchDuration=durations.get("triggerExecution", 0),
+            numInputRows=input_rows,
+            inputRowsPerSecond=input_rate,
+            processedRowsPerSecond=processed_rate,
+            durationMs=durations,
+            stateOperators=[],
+            sources=[source],
+            sink={"description": self.sink.describe(), "numOutputRows": output_rows},
+        )
+
+
+def _batches(items: Any) -> Iterator[pa.RecordBatch]:
+    """Record batches from what ``Source.read`` returned (tables are split into batches)."""
+    for item in items:
+        if isinstance(item, pa.Table):
+            yield from item.to_batches()
+        else:
+            yield item
+
+
+def _conform(
+    batch: pa.RecordBatch, schema: pa.Schema, source: Source, split: Any, after: str = ""
+) -> pa.RecordBatch:
+    """``batch`` in ``schema`` when only metadata or nullability differ; else a clear error."""
+    if batch.schema.equals(schema, check_metadata=False) or (
+        batch.schema.names == schema.names and batch.schema.types == schema.types
+    ):
+        return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+    from .types import schema_diff
+
+    stage = f" after {after}" if after else ""
+    differences = "; ".join(schema_diff(schema, batch.schema))
+    raise SchemaMismatchError(
+        f"Source {source.describe()} produced a batch{stage} whose schema differs from the "
+        f"declared one, in split {split!r}: {differences}"
+    )

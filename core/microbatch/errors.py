@@ -1,0 +1,123 @@
+"""Every error microbatch raises, in one tree.
+
+::
+
+    MicrobatchError
+    ├── ConfigurationError            wrong input, found before anything runs (start()/load())
+    │   ├── UnknownFormatError        no installed connector has that format name
+    │   ├── OptionError               unknown option, wrong type or value, missing required one
+    │   ├── SchemaError               a schema or DDL string that cannot be used
+    │   ├── UnsupportedOperationError output mode, trigger or feature a connector does not support
+    │   └── CheckpointError           a checkpoint that cannot be used
+    │       ├── CheckpointInUseError  another active query holds it
+    │       ├── CheckpointMismatchError  it belongs to a query with another source or sink
+    │       └── CorruptCheckpointError   one of its files cannot be read
+    ├── PluginLoadError               a connector distribution failed to import or register
+    ├── SchemaMismatchError           a source produced batches that differ from its schema
+    ├── TransformError                a transform failed on a batch
+    ├── SourceError / SinkError       a connector failed while reading or writing
+    └── StreamingQueryException       a query terminated with an error; ``cause`` holds it
+
+Every message says what was wrong, where, and what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointInUseError",
+    "CheckpointMismatchError",
+    "ConfigurationError",
+    "CorruptCheckpointError",
+    "MicrobatchError",
+    "OptionError",
+    "PluginLoadError",
+    "SchemaError",
+    "SchemaMismatchError",
+    "SinkError",
+    "SourceError",
+    "StreamingQueryException",
+    "TransformError",
+    "UnknownFormatError",
+    "UnsupportedOperationError",
+]
+
+
+class MicrobatchError(Exception):
+    """Base class of every error raised by microbatch."""
+
+
+class ConfigurationError(MicrobatchError, ValueError):
+    """Input that cannot work, detected before any data moves."""
+
+
+class UnknownFormatError(ConfigurationError):
+    """No installed connector provides the requested format."""
+
+
+class OptionError(ConfigurationError):
+    """One or more options are wrong; ``problems`` lists each of them."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class SchemaError(ConfigurationError):
+    """A schema or DDL string that cannot be used."""
+
+
+class UnsupportedOperationError(ConfigurationError):
+    """An output mode, trigger or feature that the chosen connector does not support."""
+
+
+class CheckpointError(ConfigurationError):
+    """A checkpoint location that cannot be used for this query."""
+
+
+class CheckpointInUseError(CheckpointError):
+    """Another active query holds the checkpoint."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """The checkpoint was written by a query with a different source or sink."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint file cannot be read or parsed."""
+
+
+class PluginLoadError(MicrobatchError):
+    """A connector distribution failed to import or register."""
+
+
+class SchemaMismatchError(MicrobatchError):
+    """Record batches whose schema differs from the declared one."""
+
+
+class TransformError(MicrobatchError):
+    """A transform failed on a batch."""
+
+
+class SourceError(MicrobatchError):
+    """A source failed while planning or reading data."""
+
+
+class SinkError(MicrobatchError):
+    """A sink failed while writing or committing a batch."""
+
+
+class StreamingQueryException(MicrobatchError):
+    """A streaming query terminated with an error.
+
+    ``cause`` is the original exception; ``query_id`` and ``run_id`` identify the run.
+    """
+
+    def __init__(self, *, query_id: str, run_id: str, cause: BaseException) -> None:
+        self.query_id = query_id
+        self.run_id = run_id
+        self.cause = cause
+        super().__init__(
+            f"Query [id = {query_id}, run_id = {run_id}] terminated with exception: "
+            f"{type(cause).__name__}: {cause}"
+        )

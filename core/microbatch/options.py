@@ -1,0 +1,338 @@
+"""Declared, typed connector options.
+
+A connector declares its options once, as an :class:`OptionSpec` of :class:`Option` entries.
+Users may spell a name in Spark's camelCase (``rowsPerSecond``), snake_case
+(``rows_per_second``) or any letter case. :meth:`OptionSpec.parse` checks everything at once and
+raises one :class:`~microbatch.errors.OptionError` listing every problem, with a "did you mean"
+for unknown names. Values of ``secret`` options never appear in ``repr``, errors or progress.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal
+
+from .durations import parse_duration
+from .errors import OptionError
+
+__all__ = ["REDACTED", "Option", "OptionSpec", "OptionType", "Options", "normalize", "scrub"]
+
+OptionType = Literal["string", "int", "float", "bool", "duration", "list", "json", "object"]
+REDACTED = "*********(redacted)"
+
+
+def normalize(name: str) -> str:
+    """The lookup key of an option name: lower case without underscores or dashes."""
+    return name.lower().replace("_", "").replace("-", "")
+
+
+def _snake(name: str) -> str:
+    out: list[str] = []
+    for char in name.replace(".", "_").replace("-", "_"):
+        if char.isupper() and out and out[-1] != "_":
+            out.append("_")
+        out.append(char.lower())
+    return "".join(out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Option:
+    """One declared option.
+
+    ``name`` is the canonical Spark-style spelling. ``type`` decides conversion: strings from
+    ``.option(k, "10")`` are converted (``"true"``/``"false"`` for bool, ``"10 seconds"`` for a
+    duration, ``"a,b"`` for a list). ``object`` accepts any Python value (a callable, say) and is
+    never shown. ``minimum``/``maximum`` bound numbers; ``choices`` are matched case-insensitively.
+    """
+
+    name: str
+    type: OptionType = "string"
+    default: Any = None
+    required: bool = False
+    choices: tuple[str, ...] | None = None
+    doc: str = ""
+    secret: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+
+    @property
+    def key(self) -> str:
+        return normalize(self.name)
+
+    @property
+    def python_name(self) -> str:
+        """snake_case name, used for attribute access on :class:`Options`."""
+        return _snake(self.name)
+
+    def convert(self, value: Any) -> Any:
+        """Return ``value`` converted to this option's type; ``ValueError`` says why it can't."""
+        converted = _CONVERTERS[self.type](value)
+        if self.choices is not None:
+            by_key = {choice.lower(): choice for choice in self.choices}
+            if str(converted).lower() not in by_key:
+                raise ValueError(f"must be one of {', '.join(self.choices)}")
+            converted = by_key[str(converted).lower()]
+        number = converted.total_seconds() if isinstance(converted, timedelta) else converted
+        if self.minimum is not None and number < self.minimum:
+            raise ValueError(f"must be at least {_show_number(self.minimum)}")
+        if self.maximum is not None and number > self.maximum:
+            raise ValueError(f"must be at most {_show_number(self.maximum)}")
+        return converted
+
+    def shown(self, value: Any) -> str:
+        """How ``value`` may be displayed: redacted for secrets and objects."""
+        if self.secret and value is not None:
+            return REDACTED
+        if self.type == "object" and value is not None:
+            return f"<{type(value).__name__}>"
+        return repr(value)
+
+
+def _show_number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("expected an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ValueError(f"expected an integer, got {value!r}")
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {value!r}") from None
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"must be 'true' or 'false', got {value!r}")
+
+
+def _to_string(value: Any) -> str:
+    if isinstance(value, str | int | float | bool):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    raise ValueError(f"expected a string, got {type(value).__name__}")
+
+
+def _to_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, list | tuple):
+        return tuple(_to_string(item) for item in value)
+    raise ValueError(f"expected a comma-separated string or a list, got {value!r}")
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"is not valid JSON ({error.msg} at character {error.pos})") from None
+    return value
+
+
+_CONVERTERS: dict[str, Any] = {
+    "string": _to_string,
+    "int": _to_int,
+    "float": _to_float,
+    "bool": _to_bool,
+    "duration": parse_duration,
+    "list": _to_list,
+    "json": _to_json,
+    "object": lambda value: value,
+}
+
+
+class Options(Mapping[str, Any]):
+    """Validated option values of one connector instance.
+
+    Look values up by any spelling of their name (``opts["rowsPerSecond"]``,
+    ``opts["rows_per_second"]``) or as attributes (``opts.rows_per_second``). Options under a
+    declared prefix (``kafka.*``) are in :attr:`passthrough`, keyed without the prefix.
+    """
+
+    def __init__(
+        self,
+        spec: OptionSpec,
+        values: dict[str, Any],
+        passthrough: dict[str, Any] | None = None,
+        given: frozenset[str] = frozenset(),
+    ) -> None:
+        self._spec = spec
+        self._values = values
+        self.passthrough: dict[str, Any] = passthrough or {}
+        self._given = given
+
+    def __getitem__(self, name: str) -> Any:
+        option = self._spec.get(name)
+        if option is None:
+            raise KeyError(name)
+        return self._values[option.name]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no option named {name!r}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def is_set(self, name: str) -> bool:
+        """True when the user gave this option (as opposed to its default applying)."""
+        option = self._spec.get(name)
+        return option is not None and option.name in self._given
+
+    def redacted(self) -> dict[str, str]:
+        """Every value as it may be displayed, secrets replaced."""
+        shown = {name: self._spec[name].shown(value) for name, value in self._values.items()}
+        for key in self.passthrough:
+            shown[key] = (
+                REDACTED if self._spec.is_secret_passthrough(key) else repr(self.passthrough[key])
+            )
+        return shown
+
+    def secret_values(self) -> list[str]:
+        """Non-empty string forms of secret values, for :func:`scrub`."""
+        found = [
+            str(value)
+            for name, value in self._values.items()
+            if self._spec[name].secret and value not in (None, "")
+        ]
+        found += [
+            str(value)
+            for key, value in self.passthrough.items()
+            if self._spec.is_secret_passthrough(key) and value not in (None, "")
+        ]
+        return found
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{name}={value}" for name, value in self.redacted().items())
+        return f"Options({body})"
+
+
+class OptionSpec:
+    """The options a connector declares.
+
+    ``prefixes`` (for example ``("kafka.",)``) admit any option starting with them, passed
+    through to a client; passthrough keys containing one of ``secret_words`` are redacted.
+    """
+
+    def __init__(
+        self,
+        *options: Option,
+        prefixes: tuple[str, ...] = (),
+        secret_words: tuple[str, ...] = ("password", "secret", "sasl.jaas", "token", "credential"),
+    ) -> None:
+        self.options = tuple(options)
+        self.prefixes = prefixes
+        self.secret_words = secret_words
+        self._by_key: dict[str, Option] = {}
+        for option in options:
+            if option.key in self._by_key:
+                raise ValueError(f"option {option.name!r} is declared twice")
+            self._by_key[option.key] = option
+
+    def __repr__(self) -> str:
+        return f"OptionSpec({', '.join(option.name for option in self.options)})"
+
+    def __iter__(self) -> Iterator[Option]:
+        return iter(self.options)
+
+    def __getitem__(self, name: str) -> Option:
+        option = self.get(name)
+        if option is None:
+            raise KeyError(name)
+        return option
+
+    def get(self, name: str) -> Option | None:
+        return self._by_key.get(normalize(name))
+
+    def extend(self, *options: Option) -> OptionSpec:
+        """A new spec with ``options`` added (used by connectors that share a base spec)."""
+        return OptionSpec(
+            *self.options, *options, prefixes=self.prefixes, secret_words=self.secret_words
+        )
+
+    def is_secret_passthrough(self, key: str) -> bool:
+        lowered = key.lower()
+        return any(word in lowered for word in self.secret_words)
+
+    def parse(self, raw: Mapping[str, Any], *, connector: str) -> Options:
+        """Validate ``raw`` and return the typed values, defaults filled in.
+
+        Raises one :class:`OptionError` listing every unknown name (with a suggestion), every
+        value of the wrong type or out of range, and every missing required option.
+        """
+        problems: list[str] = []
+        values = {option.name: option.default for option in self.options}
+        passthrough: dict[str, Any] = {}
+        given: set[str] = set()
+        for name, value in raw.items():
+            prefix = next((p for p in self.prefixes if name.lower().startswith(p.lower())), None)
+            if prefix is not None:
+                passthrough[name[len(prefix) :]] = value
+                continue
+            option = self.get(name)
+            if option is None:
+                problems.append(self._unknown(name))
+                continue
+            if value is None:
+                continue
+            try:
+                values[option.name] = option.convert(value)
+                given.add(option.name)
+            except ValueError as error:
+                shown = "" if option.secret or option.type == "object" else f" {value!r}"
+                problems.append(f"invalid value{shown} for option '{option.name}': {error}")
+        for option in self.options:
+            if option.required and values[option.name] is None:
+                problems.append(
+                    f"missing required option '{option.name}': {option.doc}".rstrip(": ")
+                )
+        if problems:
+            listing = "\n".join(f"  - {problem}" for problem in problems)
+            raise OptionError(f"Invalid options for '{connector}':\n{listing}", problems)
+        return Options(self, values, passthrough, frozenset(given))
+
+    def _unknown(self, name: str) -> str:
+        candidates = {option.key: option.name for option in self.options}
+        close = difflib.get_close_matches(normalize(name), list(candidates), n=1, cutoff=0.6)
+        hint = f" (did you mean '{candidates[close[0]]}'?)" if close else ""
+        known = ", ".join(option.name for option in self.options) or "none"
+        if self.prefixes:
+            known += "; and any option starting with " + ", ".join(repr(p) for p in self.prefixes)
+        return f"unknown option '{name}'{hint}; known options: {known}"
+
+
+def scrub(text: str, secrets: list[str]) -> str:
+    """``text`` with every occurrence of each secret replaced by a redaction marker."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 3:
+            text = text.replace(secret, REDACTED)
+    return text

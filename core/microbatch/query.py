@@ -1,0 +1,299 @@
+"""Running queries: :class:`StreamingQuery` and the session's :class:`StreamingQueryManager`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError, StreamingQueryException
+from .options import scrub
+from .progress import (
+    QueryIdleEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+    StreamingQueryListener,
+    StreamingQueryProgress,
+    iso_timestamp,
+)
+
+if TYPE_CHECKING:
+    from .engine import MicroBatchEngine
+    from .registry import ConnectorRegistry
+
+__all__ = ["StreamingQuery", "StreamingQueryManager"]
+
+log = logging.getLogger("microbatch.query")
+RECENT_PROGRESS = 100
+
+
+class StreamingQuery:
+    """A handle on a running (or finished) query, as returned by ``write_stream.start()``.
+
+    ``id`` stays the same across restarts from one checkpoint; ``run_id`` is new each start.
+    """
+
+    def __init__(
+        self,
+        *,
+        query_id: str,
+        name: str | None,
+        manager: StreamingQueryManager,
+        explain_lines: list[str],
+        secrets: list[str],
+        on_end: Callable[[bool], None],
+    ) -> None:
+        self.id = query_id
+        self.run_id = str(uuid.uuid4())
+        self.name = name
+        self._manager = manager
+        self._explain_lines = explain_lines
+        self._secrets = secrets
+        self._on_end = on_end
+        self._engine: MicroBatchEngine | None = None
+        self._thread: threading.Thread | None = None
+        self._terminated = threading.Event()
+        self._exception: StreamingQueryException | None = None
+        self._recent: deque[StreamingQueryProgress] = deque(maxlen=RECENT_PROGRESS)
+        self._status = {
+            "message": "Initializing StreamExecution",
+            "isDataAvailable": False,
+            "isTriggerActive": False,
+        }
+        self._batches_run = 0
+
+    # -- public API -----------------------------------------------------------------------
+    @property
+    def is_active(self) -> bool:
+        return not self._terminated.is_set()
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """``{"message", "isDataAvailable", "isTriggerActive"}``, as Spark reports it."""
+        return dict(self._status)
+
+    @property
+    def last_progress(self) -> StreamingQueryProgress | None:
+        return self._recent[-1] if self._recent else None
+
+    @property
+    def recent_progress(self) -> list[StreamingQueryProgress]:
+        return list(self._recent)
+
+    def exception(self) -> StreamingQueryException | None:
+        """The error that terminated the query, or ``None``."""
+        return self._exception
+
+    def await_termination(self, timeout: float | None = None) -> bool | None:
+        """Wait for the query to end; re-raise its error if it failed.
+
+        Without a timeout returns ``None`` once terminated; with one returns whether it ended.
+        """
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError(f"timeout must be positive, got {timeout}")
+        ended = self._terminated.wait(timeout)
+        if self._exception is not None:
+            raise self._exception
+        return ended if timeout is not None else None
+
+    def process_all_available(self) -> None:
+        """Block until everything available now is processed and committed.
+
+        Raises the query's error if it fails meanwhile. Returns at once on a stopped query.
+        May never return for a source that always has new data (``rate``).
+        """
+        engine = self._engine
+        if engine is None or not self.is_active:
+            if self._exception is not None:
+                raise self._exception
+            return
+        with engine.idle_condition:
+            seen = engine.idle_checks
+        engine.wake.set()
+        with engine.idle_condition:
+            while engine.idle_checks <= seen + 1 and self.is_active:
+                engine.idle_condition.wait(0.05)
+                engine.wake.set()
+        if self._exception is not None:
+            raise self._exception
+
+    def stop(self) -> None:
+        """Stop the query and wait for its thread to finish (idempotent).
+
+        A batch in progress completes first, so a stop never leaves a half-applied batch.
+        """
+        if self._engine is not None:
+            self._engine.request_stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def explain(self, extended: bool = False) -> None:
+        """Print the query's plan: source, transforms, sink (with options when ``extended``)."""
+        lines = (
+            self._explain_lines
+            if extended
+            else [line for line in self._explain_lines if not line.startswith("    option ")]
+        )
+        print("\n".join(lines))
+
+    def __repr__(self) -> str:
+        state = "active" if self.is_active else "terminated"
+        return f"<StreamingQuery id={self.id} run_id={self.run_id} name={self.name} {state}>"
+
+    # -- wiring with the engine ---------------------------------------------------------
+    def _launch(self, engine: MicroBatchEngine) -> None:
+        self._engine = engine
+        self._manager._started(self)
+        self._thread = threading.Thread(
+            target=self._run, name=f"microbatch-query-{self.name or self.id[:8]}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._engine is not None
+        failed = False
+        try:
+            self._engine.run()
+            self._set_status("Stopped", False, False)
+        except BaseException as error:
+            failed = True
+            self._exception = StreamingQueryException(
+                query_id=self.id, run_id=self.run_id, cause=error
+            )
+            message = scrub(str(self._exception), self._secrets)
+            self._exception.args = (message,)
+            self._set_status(f"Terminated with exception: {message}", False, False)
+            log.error("%s", message, exc_info=not isinstance(error, Exception))
+        finally:
+            try:
+                self._on_end(failed)
+            finally:
+                self._terminated.set()
+                self._manager._terminated(self)
+
+    def _set_status(self, message: str, data: bool, active: bool) -> None:
+        self._status = {"message": message, "isDataAvailable": data, "isTriggerActive": active}
+
+    def _record(self, progress: StreamingQueryProgress) -> None:
+        self._batches_run += 1
+        self._recent.append(progress)
+        self._manager._post_progress(progress)
+
+    def _record_idle(self, progress: StreamingQueryProgress) -> None:
+        self._recent.append(progress)
+        self._manager._post_idle(
+            QueryIdleEvent(id=self.id, run_id=self.run_id, timestamp=progress["timestamp"])
+        )
+
+
+class StreamingQueryManager:
+    """The queries of one session (``session.streams``) and its listeners."""
+
+    def __init__(self, registry: ConnectorRegistry) -> None:
+        self._registry = registry
+        self._lock = threading.Condition()
+        self._active: dict[str, StreamingQuery] = {}
+        self._last_terminated: StreamingQuery | None = None
+        self._listeners: list[StreamingQueryListener] = []
+
+    @property
+    def active(self) -> list[StreamingQuery]:
+        with self._lock:
+            return list(self._active.values())
+
+    def get(self, query_id: str) -> StreamingQuery | None:
+        """The active query with this id (or run id), else ``None``."""
+        with self._lock:
+            for query in self._active.values():
+                if query_id in (query.id, query.run_id):
+                    return query
+        return None
+
+    def await_any_termination(self, timeout: float | None = None) -> bool | None:
+        """Wait until any query terminates (since creation or :meth:`reset_terminated`);
+        re-raise its error if it failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._last_terminated is None:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._lock.wait(remaining)
+            error = self._last_terminated.exception()
+        if error is not None:
+            raise error
+        return True if timeout is not None else None
+
+    def reset_terminated(self) -> None:
+        with self._lock:
+            self._last_terminated = None
+
+    def add_listener(self, listener: StreamingQueryListener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: StreamingQueryListener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    # -- events -------------------------------------------------------------------------
+    def _check_name(self, name: str | None) -> None:
+        if name is None:
+            return
+        with self._lock:
+            if any(query.name == name for query in self._active.values()):
+                raise ConfigurationError(
+                    f"Cannot start query with name {name} as a query with that name is already "
+                    "active in this session"
+                )
+
+    def _started(self, query: StreamingQuery) -> None:
+        with self._lock:
+            self._active[query.run_id] = query
+        event = QueryStartedEvent(
+            id=query.id, run_id=query.run_id, name=query.name, timestamp=iso_timestamp(time.time())
+        )
+        self._notify("on_query_started", event)
+        self._hook("microbatch_query_started", event=event)
+
+    def _terminated(self, query: StreamingQuery) -> None:
+        error = query.exception()
+        event = QueryTerminatedEvent(
+            id=query.id,
+            run_id=query.run_id,
+            exception=str(error) if error is not None else None,
+            error_class=type(error.cause).__name__ if error is not None else None,
+        )
+        self._notify("on_query_terminated", event)
+        self._hook("microbatch_query_terminated", event=event)
+        with self._lock:
+            self._active.pop(query.run_id, None)
+            self._last_terminated = query
+            self._lock.notify_all()
+
+    def _post_progress(self, progress: StreamingQueryProgress) -> None:
+        self._notify("on_query_progress", progress)
+        self._hook("microbatch_query_progress", progress=progress)
+
+    def _post_idle(self, event: QueryIdleEvent) -> None:
+        self._notify("on_query_idle", event)
+
+    def _notify(self, callback: str, event: Any) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                getattr(listener, callback)(event)
+            except Exception:
+                log.exception("listener %r failed in %s (ignored)", listener, callback)
+
+    def _hook(self, name: str, **kwargs: Any) -> None:
+        try:
+            getattr(self._registry.plugin_manager.hook, name)(**kwargs)
+        except Exception:
+            log.exception("a plugin failed in hook %s (ignored)", name)

@@ -1,0 +1,148 @@
+"""Builders for reading: ``session.read_stream`` (a stream) and ``session.read`` (a table)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .connector import ReadAllAvailable, Source, SourceContext
+from .errors import ConfigurationError, SchemaError
+from .options import Options
+from .registry import ConnectorInfo
+from .types import as_schema
+
+if TYPE_CHECKING:
+    from .frame import StreamFrame
+    from .session import Session
+    from .state import StateStore
+
+__all__ = ["DataReader", "DataStreamReader", "SourceSpec"]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """A validated source configuration; :meth:`build` makes a source from it."""
+
+    info: ConnectorInfo
+    options: Options
+    schema: pa.Schema | None
+
+    @property
+    def format_name(self) -> str:
+        return self.info.format_name
+
+    def build(
+        self,
+        session: Session,
+        *,
+        state: StateStore | None = None,
+        streaming: bool = True,
+        wake: Any = None,
+    ) -> Source:
+        cls: Any = self.info.cls
+        context = SourceContext(
+            options=self.options,
+            schema=self.schema,
+            state=state,
+            streaming=streaming,
+            session=session,
+        )
+        if wake is not None:
+            context.wake = wake
+        source: Source = cls(context)
+        return source
+
+
+class _ReaderBase:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._format: str | None = None
+        self._options: dict[str, Any] = {}
+        self._schema: pa.Schema | None = None
+
+    def format(self, name: str) -> Any:
+        """The source format, e.g. ``"rate"``, ``"json"``, ``"kafka"``."""
+        self._format = name
+        return self
+
+    def option(self, key: str, value: Any) -> Any:
+        """Set one source option (names are case-insensitive; camelCase or snake_case)."""
+        self._options[key] = value
+        return self
+
+    def options(self, **options: Any) -> Any:
+        """Set several source options."""
+        self._options.update(options)
+        return self
+
+    def schema(self, schema: pa.Schema | str) -> Any:
+        """The schema of the data: a ``pyarrow.Schema`` or a DDL string ``"id BIGINT, ..."``."""
+        self._schema = as_schema(schema)
+        return self
+
+    def _spec(self, path: str | None) -> SourceSpec:
+        if self._format is None:
+            raise ConfigurationError("No source format given: call .format(name) before .load()")
+        info = self._session.registry.find("source", self._format)
+        raw = dict(self._options)
+        if path is not None:
+            if any(key.lower() == "path" for key in raw):
+                raise ConfigurationError(
+                    "There is a 'path' option set and load() is called with a path: "
+                    "give the path only once"
+                )
+            raw["path"] = path
+        cls: Any = info.cls
+        options = cls.options.parse(raw, connector=info.format_name)
+        rule = cls.user_schema
+        if self._schema is not None and rule == "forbidden":
+            raise SchemaError(
+                f"Source '{info.format_name}' has a fixed schema and does not accept one from "
+                ".schema(...); remove the call"
+            )
+        if (
+            self._schema is None
+            and rule == "required"
+            and not self._session.conf.get("schemaInference")
+        ):
+            raise SchemaError(
+                f"Source '{info.format_name}' needs a schema: call .schema(\"col TYPE, ...\") "
+                'before .load(), or enable inference with .option("schemaInference", True) '
+                'where the source supports it, or session.conf.set("schemaInference", True)'
+            )
+        return SourceSpec(info=info, options=options, schema=self._schema)
+
+
+class DataStreamReader(_ReaderBase):
+    """``session.read_stream``: configure a source, then :meth:`load` a :class:`StreamFrame`.
+
+    Options are validated by :meth:`load`: an unknown option, a wrong value or a missing
+    required one fails here, not later on the query's thread.
+    """
+
+    def load(self, path: str | None = None) -> StreamFrame:
+        from .frame import StreamFrame
+
+        return StreamFrame(self._session, self._spec(path))
+
+
+class DataReader(_ReaderBase):
+    """``session.read``: configure a source, then :meth:`load` everything it holds now."""
+
+    def load(self, path: str | None = None) -> pa.Table:
+        """Everything the source holds now, as one ``pyarrow.Table``."""
+        spec = self._spec(path)
+        source = spec.build(self._session, streaming=False)
+        try:
+            start = source.initial_offset()
+            end = source.latest_offset(start, ReadAllAvailable())
+            batches: list[pa.RecordBatch] = []
+            if end != start:
+                for split in source.plan(start, end):
+                    for item in source.read(split):
+                        batches.extend(item.to_batches() if isinstance(item, pa.Table) else [item])
+            return pa.Table.from_batches(batches, schema=source.schema)
+        finally:
+            source.stop()

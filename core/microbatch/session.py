@@ -1,0 +1,182 @@
+"""The entry point: :class:`Session` owns the connectors, the queries and the memory tables."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from .errors import ConfigurationError
+from .options import Option, Options, OptionSpec
+from .query import StreamingQueryManager
+from .registry import ConnectorRegistry
+
+if TYPE_CHECKING:
+    from .reader import DataReader, DataStreamReader
+
+__all__ = ["SESSION_OPTIONS", "RuntimeConf", "Session"]
+
+SESSION_OPTIONS = OptionSpec(
+    Option(
+        name="checkpointLocation",
+        doc="Root folder for checkpoints of queries that set none: a query uses "
+        "<root>/<query name or id>.",
+    ),
+    Option(
+        name="minBatchesToRetain",
+        type="int",
+        default=100,
+        minimum=1,
+        doc="How many recent batches keep their offset and commit log entries.",
+    ),
+    Option(
+        name="pollingDelay",
+        type="duration",
+        default=timedelta(milliseconds=10),
+        doc="How long the default trigger waits before asking an idle source again "
+        "(sources that notify new data wake it at once).",
+    ),
+    Option(
+        name="noDataProgressEventInterval",
+        type="duration",
+        default=timedelta(seconds=10),
+        doc="Minimum time between two idle progress records of a query.",
+    ),
+    Option(
+        name="checkpointFsync",
+        type="bool",
+        default=False,
+        doc="fsync checkpoint files and their folder on local disks, so that a power loss "
+        "(not only a killed process) keeps every committed batch.",
+    ),
+    Option(
+        name="maxReadThreads",
+        type="int",
+        default=os.cpu_count() or 1,
+        minimum=1,
+        doc="Threads that read and write the splits of one batch in parallel.",
+    ),
+    Option(
+        name="schemaInference",
+        type="bool",
+        default=False,
+        doc="Let sources that can (files) infer a schema when none is given.",
+    ),
+    Option(
+        name="forceDeleteTempCheckpointLocation",
+        type="bool",
+        default=False,
+        doc="Delete the temporary checkpoint of a query that set none even when it failed.",
+    ),
+)
+
+
+class RuntimeConf:
+    """Session settings (``session.conf``), validated on every ``set``.
+
+    Names follow the same rules as connector options: ``checkpointLocation`` and
+    ``checkpoint_location`` are the same setting.
+    """
+
+    def __init__(self, initial: Mapping[str, Any] | None = None) -> None:
+        self._raw: dict[str, Any] = {}
+        self._values: Options = SESSION_OPTIONS.parse({}, connector="session")
+        for key, value in (initial or {}).items():
+            self.set(key, value)
+
+    def set(self, key: str, value: Any) -> None:
+        raw = {**self._raw, key: value}
+        self._values = SESSION_OPTIONS.parse(raw, connector="session")
+        self._raw = raw
+
+    def get(self, key: str) -> Any:
+        return self._values[key]
+
+    def unset(self, key: str) -> None:
+        option = SESSION_OPTIONS[key]
+        self._raw = {k: v for k, v in self._raw.items() if SESSION_OPTIONS[k] is not option}
+        self._values = SESSION_OPTIONS.parse(self._raw, connector="session")
+
+    def __getitem__(self, key: str) -> Any:
+        return self.get(key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.set(key, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+class Session:
+    """Reads, queries and memory tables, with the connectors found through entry points.
+
+    ``plugins`` are extra plugin objects (modules or instances with hook implementations) to
+    register besides the installed ones; ``load_plugins=False`` skips the entry points.
+    """
+
+    def __init__(
+        self,
+        *,
+        conf: Mapping[str, Any] | None = None,
+        plugins: Iterable[object] = (),
+        load_plugins: bool = True,
+    ) -> None:
+        self.registry = ConnectorRegistry()
+        if load_plugins:
+            self.registry.load_entry_points()
+        for plugin in plugins:
+            self.registry.register_plugin(plugin, getattr(plugin, "__name__", repr(plugin)))
+        self.conf = RuntimeConf(conf)
+        self.streams = StreamingQueryManager(self.registry)
+        self._tables: dict[str, Callable[[], pa.Table]] = {}
+        self._tables_lock = threading.Lock()
+
+    @property
+    def read_stream(self) -> DataStreamReader:
+        """A builder for a streaming source: ``.format(...).option(...).load()``."""
+        from .reader import DataStreamReader
+
+        return DataStreamReader(self)
+
+    @property
+    def read(self) -> DataReader:
+        """A builder for a one-off read of everything a source holds now (a ``pyarrow.Table``)."""
+        from .reader import DataReader
+
+        return DataReader(self)
+
+    def table(self, name: str) -> pa.Table:
+        """The current contents of a memory table (a ``memory`` sink's ``query_name``)."""
+        with self._tables_lock:
+            provider = self._tables.get(name)
+            known = sorted(self._tables)
+        if provider is None:
+            raise ConfigurationError(
+                f"No table named '{name}'. Tables of this session: {', '.join(known) or 'none'} "
+                "(a memory sink registers its query_name when its query starts)."
+            )
+        return provider()
+
+    def register_table(self, name: str, provider: Callable[[], pa.Table]) -> None:
+        """Make ``session.table(name)`` return ``provider()`` (used by the memory sink)."""
+        with self._tables_lock:
+            self._tables[name] = provider
+
+    def unregister_table(self, name: str) -> None:
+        with self._tables_lock:
+            self._tables.pop(name, None)
+
+    def stop(self) -> None:
+        """Stop every active query of this session."""
+        for query in self.streams.active:
+            query.stop()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,141 @@
+"""What the source and sink contracts share: per-test setup, option checks, collection rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from microbatch import OptionError, OptionSpec, StateStore
+
+from ._compare import show
+
+__all__ = ["ContractBase"]
+
+UNKNOWN_OPTION = "definitelyNotAnOption"
+
+
+class ContractBase:
+    """Base of the contract suites. Subclasses are collected by pytest; this class is not.
+
+    Per test, ``self.tmp_path`` is a fresh folder and ``self.state`` a fresh
+    :class:`~microbatch.StateStore` inside it; both are set before any hook is called.
+    """
+
+    __test__ = False
+    tmp_path: Path
+    state: StateStore
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__test__" not in cls.__dict__:
+            cls.__test__ = True
+
+    # -- hooks ----------------------------------------------------------------------------
+    def make_options(self) -> dict[str, Any]:
+        """Valid raw options for the connector, as a user would pass them to ``.option()``.
+
+        Called for every instance a test builds; within one test, return options that name
+        the same data each time.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement make_options()")
+
+    def make_session(self) -> Any:
+        """The ``session`` placed in the connector's context (once per test); default None."""
+        return None
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        """Raw options that must be rejected, each with a substring the error must contain."""
+        return []
+
+    # -- helpers --------------------------------------------------------------------------
+    @pytest.fixture(autouse=True)
+    def _microbatch_contract_setup(self, tmp_path: Path) -> Iterator[None]:
+        self.tmp_path = tmp_path
+        self.state = StateStore(str(tmp_path / "state"))
+        self._session_made = False
+        self._session: Any = None
+        self._built: list[Any] = []
+        yield
+        for connector in reversed(self._built):
+            try:
+                connector.stop()
+            except Exception:  # noqa: S110 - test_stop_is_idempotent reports stop() failures
+                pass
+
+    @property
+    def session(self) -> Any:
+        """The session of the running test, made by :meth:`make_session` on first use."""
+        if not self._session_made:
+            self._session = self.make_session()
+            self._session_made = True
+        return self._session
+
+    def _connector_class(self) -> Any:
+        raise NotImplementedError
+
+    def _spec(self) -> OptionSpec:
+        return self._connector_class().options  # type: ignore[no-any-return]
+
+    def _build_any(self, options: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _parse(self, raw: dict[str, Any]) -> Any:
+        cls = self._connector_class()
+        return cls.options.parse(raw, connector=cls.format_name)
+
+    # -- tests shared by sources and sinks ------------------------------------------------
+    def test_bad_options_are_rejected(self) -> None:
+        cases = self.bad_options()
+        if not cases:
+            pytest.skip("bad_options() returns no cases")
+        for raw, expected in cases:
+            try:
+                self._build_any(raw)
+            except OptionError as error:
+                assert expected in str(error), (
+                    f"options {show(raw)} were rejected, but the message does not contain "
+                    f"{expected!r}:\n{error}"
+                )
+            else:
+                pytest.fail(f"options {show(raw)} were accepted; expected an OptionError "
+                            f"containing {expected!r}")
+
+    def test_unknown_option_is_rejected(self) -> None:
+        spec = self._spec()
+        raw = {**self.make_options(), UNKNOWN_OPTION: "1"}
+        with pytest.raises(OptionError) as caught:
+            self._build_any(raw)
+        message = str(caught.value)
+        assert UNKNOWN_OPTION in message, f"the error does not name the unknown option:\n{message}"
+        missing = [option.name for option in spec if option.name not in message]
+        assert not missing, f"the error does not list the known options {missing}:\n{message}"
+        typo = _typo_of(spec)
+        if typo is not None:
+            wrong, meant = typo
+            with pytest.raises(OptionError) as caught:
+                self._build_any({**self.make_options(), wrong: "1"})
+            assert f"did you mean '{meant}'" in str(caught.value), (
+                f"option {wrong!r} was rejected without suggesting {meant!r}:\n{caught.value}"
+            )
+
+    def test_every_option_is_documented(self) -> None:
+        cls = self._connector_class()
+        assert cls.format_name, f"{cls.__qualname__} has no format_name"
+        undocumented = [option.name for option in cls.options if not option.doc.strip()]
+        assert not undocumented, f"{cls.__qualname__} options without a doc string: {undocumented}"
+
+
+def _typo_of(spec: OptionSpec) -> tuple[str, str] | None:
+    """A misspelling of a declared option that no other option or prefix claims."""
+    for option in sorted(spec, key=lambda option: len(option.name), reverse=True):
+        if len(option.name) < 5:
+            continue
+        wrong = option.name[:-1]
+        if spec.get(wrong) is not None:
+            continue
+        if any(wrong.lower().startswith(prefix.lower()) for prefix in spec.prefixes):
+            continue
+        return wrong, option.name
+    return None

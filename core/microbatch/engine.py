@@ -270,6 +270,7 @@ class MicroBatchEngine:
             output_rows=sum(counts.output_rows),
         )
         self._last_trigger_start = trigger_start
+        self._last_idle_report = trigger_start  # as Spark: idle progress again only after a pause
         self._report(progress)
 
     # -- splits ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from microbatch.errors import SchemaError
 
-__all__ = ["as_schema", "parse_ddl", "parse_type", "schema_diff", "to_ddl"]
+__all__ = ["as_schema", "parse_ddl", "parse_type", "schema_diff", "to_ddl", "type_to_ddl"]
 
 _SIMPLE: dict[str, pa.DataType] = {
     "BOOLEAN": pa.bool_(),
@@ -72,6 +72,11 @@ def parse_type(text: str) -> pa.DataType:
     dtype = parser.type()
     parser.expect_end("give a single type")
     return dtype
+
+
+def type_to_ddl(dtype: pa.DataType) -> str:
+    """The DDL spelling of one Arrow type, e.g. ``"ARRAY<BIGINT>"`` (``SchemaError`` if none)."""
+    return _type_ddl(dtype, "")
 
 
 def as_schema(value: pa.Schema | str) -> pa.Schema:
@@ -319,8 +324,9 @@ def _type_ddl(dtype: pa.DataType, path: str) -> str:
     if isinstance(dtype, pa.StructType):
         inner = ", ".join(_field_ddl(f, ": ", f"{path}.{f.name}") for f in dtype.fields)
         return f"STRUCT<{inner}>"
+    where = f"Column '{path.lstrip('.')}' has type" if path else "Type"
     raise SchemaError(
-        f"Column '{path}' has type {dtype}, which has no DDL spelling "
+        f"{where} {dtype}, which has no DDL spelling "
         f"(DDL types: {_KNOWN}); cast it to one of these types first"
     )
 

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from microbatch import ConfigurationError, ReadAllAvailable, ReadMaxRows, SourceContext
-from microbatch.errors import OptionError, SchemaMismatchError, SourceError
+from microbatch.errors import OptionError, SchemaError, SchemaMismatchError, SourceError
 from microbatch_memory import MemoryStream, MemoryStreamSource
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -70,8 +70,10 @@ def test_add_data_rejects_data_that_does_not_fit(data: Any, message: str) -> Non
     assert stream.num_batches == 0
 
 
-def test_schema_must_be_a_schema() -> None:
-    with pytest.raises(TypeError, match="pyarrow.Schema or a DDL string"):
+def test_schema_may_be_a_ddl_string() -> None:
+    stream = MemoryStream("id BIGINT, name STRING")
+    assert stream.schema.equals(SCHEMA)
+    with pytest.raises(SchemaError, match="pyarrow.Schema or a DDL string"):
         MemoryStream(["id"])  # type: ignore[arg-type]
 
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 from microbatch.connector import Offset, ReadLimit, Source, SourceContext
 from microbatch.errors import ConfigurationError, SchemaMismatchError, SourceError
 from microbatch.options import Option, OptionSpec
+from microbatch.types import as_schema
 
 __all__ = ["MemoryStream", "MemoryStreamSource"]
 
@@ -28,11 +29,13 @@ __all__ = ["MemoryStream", "MemoryStreamSource"]
 class MemoryStream:
     """An append-only list of batches of a fixed schema, fed by :meth:`add_data`.
 
+    ``schema`` is a ``pyarrow.Schema`` or a DDL string (``"id BIGINT, name STRING"``).
+
     Thread-safe: data may be added from any thread while a query reads the stream.
     """
 
     def __init__(self, schema: pa.Schema | str) -> None:
-        self.schema: pa.Schema = _to_schema(schema)
+        self.schema: pa.Schema = as_schema(schema)
         self._lock = threading.Lock()
         self._batches: list[pa.Table] = []
         self._listeners: list[Callable[[], None]] = []
@@ -130,19 +133,6 @@ class MemoryStream:
                 f"MemoryStream.add_data: cannot cast [{_show(table.schema)}] to the stream's "
                 f"schema [{_show(self.schema)}]: {error}"
             ) from None
-
-
-def _to_schema(schema: pa.Schema | str) -> pa.Schema:
-    if isinstance(schema, pa.Schema):
-        return schema
-    if isinstance(schema, str):
-        from microbatch.types import parse_ddl
-
-        parsed: pa.Schema = parse_ddl(schema)
-        return parsed
-    raise TypeError(
-        f"MemoryStream needs a pyarrow.Schema or a DDL string, got {type(schema).__name__}"
-    )
 
 
 def _show(schema: pa.Schema) -> str:

@@ -74,8 +74,13 @@ def int_field(value: Any, name: str, *, what: str, expected: str) -> int:
     except (TypeError, KeyError, IndexError):
         field = None
     if not isinstance(field, int) or isinstance(field, bool) or field < 0:
+        hint = (
+            " Was the checkpoint written by a query with another source?"
+            if what == "offset"
+            else ""
+        )
         raise SourceError(
-            f"{what} {value!r} was not made by this source: expected {expected}. "
-            "Was the checkpoint written by a query with another source?"
+            f"{what} {value!r} was not made by this source: {name!r} must be a non-negative "
+            f"integer; expected {expected}.{hint}"
         )
     return field

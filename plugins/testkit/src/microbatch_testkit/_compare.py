@@ -44,10 +44,10 @@ def describe_schema_difference(expected: pa.Schema, actual: pa.Schema) -> str:
         return ""
     core_diff = _core_schema_diff()
     if core_diff is not None:
-        text = core_diff(expected, actual)
-        rendered = text if isinstance(text, str) else "\n".join(str(line) for line in text)
-        if rendered.strip():
-            return rendered
+        found = core_diff(expected, actual)
+        lines = found.splitlines() if isinstance(found, str) else [str(line) for line in found]
+        if lines:
+            return "\n".join(f"  {line}" for line in lines)
     return _plain_schema_diff(expected, actual)
 
 

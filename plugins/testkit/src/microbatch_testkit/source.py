@@ -297,10 +297,13 @@ class SourceContract(ContractBase):
 
 def _assert_json_offset(offset: Any, what: str) -> None:
     assert isinstance(offset, dict), f"{what} returned {offset!r}, not a dict"
+    problem = ""
     try:
-        text = json.dumps(offset)
+        text = json.dumps(offset, allow_nan=False)
     except (TypeError, ValueError) as error:
-        pytest.fail(f"{what} returned an offset that is not JSON ({error}): {offset!r}")
+        problem = str(error)
+    if problem:
+        pytest.fail(f"{what} returned an offset that is not JSON ({problem}): {offset!r}")
     restored = json.loads(text)
     assert restored == offset, (
         f"{what} returned an offset that changes through JSON: {offset!r} became {restored!r}"

@@ -1,0 +1,8 @@
+"""A source reading lines of text from a TCP server: ``socket``."""
+
+from __future__ import annotations
+
+from .source import SocketSource
+
+__all__ = ["SocketSource"]
+__version__ = "0.1.0"

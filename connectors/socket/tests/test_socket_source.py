@@ -1,0 +1,302 @@
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from microbatch import ReadAllAvailable, ReadMaxRows, SourceContext
+from microbatch.errors import OptionError, SourceError, UnsupportedOperationError
+from microbatch_socket import SocketSource
+
+DEADLINE = 10.0
+
+
+class LineServer:
+    """A real TCP server on 127.0.0.1 that accepts one client and sends what it is told."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.client: socket.socket | None = None
+
+    def accept(self) -> None:
+        self.listener.settimeout(DEADLINE)
+        self.client, _ = self.listener.accept()
+
+    def send(self, data: bytes) -> None:
+        assert self.client is not None
+        self.client.sendall(data)
+
+    def close_client(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    def close(self) -> None:
+        self.close_client()
+        self.listener.close()
+
+
+@pytest.fixture
+def line_server() -> Iterator[LineServer]:
+    server = LineServer()
+    yield server
+    server.close()
+
+
+def open_source(
+    server: LineServer, wake: Callable[[], None] = lambda: None, **options: Any
+) -> SocketSource:
+    raw = {"host": "127.0.0.1", "port": server.port, **options}
+    parsed = SocketSource.options.parse(raw, connector="socket")
+    source = SocketSource(SourceContext(options=parsed, wake=wake))
+    server.accept()
+    return source
+
+
+@pytest.fixture
+def sources() -> Iterator[list[SocketSource]]:
+    opened: list[SocketSource] = []
+    yield opened
+    for source in opened:
+        source.stop()
+
+
+def wait_for_offset(source: SocketSource, start: dict[str, Any], lines: int) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        end = source.latest_offset(start, ReadAllAvailable())
+        if end["offset"] >= lines or time.monotonic() > deadline:
+            assert end == {"offset": lines}
+            return end
+        time.sleep(0.005)
+
+
+def read_values(source: SocketSource, start: Any, end: Any) -> list[str]:
+    return [
+        value
+        for split in source.plan(start, end)
+        for batch in source.read(split)
+        for value in batch.column("value").to_pylist()
+    ]
+
+
+def test_schema_follows_include_timestamp(
+    line_server: LineServer, sources: list[SocketSource]
+) -> None:
+    plain = open_source(line_server)
+    sources.append(plain)
+    assert plain.schema == pa.schema([("value", pa.string())])
+    assert plain.describe() == f"SocketSource[host=127.0.0.1, port={line_server.port}]"
+    assert not SocketSource.replayable
+    other = LineServer()
+    try:
+        stamped = open_source(other, includeTimestamp="true")
+        sources.append(stamped)
+        assert stamped.schema == pa.schema(
+            [("value", pa.string()), ("timestamp", pa.timestamp("us", tz="UTC"))]
+        )
+    finally:
+        other.close()
+
+
+def test_host_and_port_are_required() -> None:
+    with pytest.raises(OptionError) as caught:
+        SocketSource.options.parse({}, connector="socket")
+    assert "missing required option 'host'" in str(caught.value)
+    assert "missing required option 'port'" in str(caught.value)
+
+
+@pytest.mark.parametrize("port", [0, 65536, "http"])
+def test_port_must_be_a_tcp_port(port: object) -> None:
+    with pytest.raises(OptionError, match="'port'"):
+        SocketSource.options.parse({"host": "localhost", "port": port}, connector="socket")
+
+
+def test_batch_read_is_refused() -> None:
+    parsed = SocketSource.options.parse({"host": "localhost", "port": 9}, connector="socket")
+    with pytest.raises(UnsupportedOperationError, match="read_stream"):
+        SocketSource(SourceContext(options=parsed, streaming=False))
+
+
+def test_connection_refused_names_the_address() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    parsed = SocketSource.options.parse({"host": "127.0.0.1", "port": port}, connector="socket")
+    with pytest.raises(SourceError, match=f"cannot connect to 127.0.0.1:{port}"):
+        SocketSource(SourceContext(options=parsed))
+
+
+def test_lines_become_rows_in_order(line_server: LineServer, sources: list[SocketSource]) -> None:
+    woken = threading.Event()
+    source = open_source(line_server, wake=woken.set, numPartitions=4)
+    sources.append(source)
+    start = source.initial_offset()
+    assert start == {"offset": 0}
+    assert source.latest_offset(start, ReadAllAvailable()) == start
+    line_server.send(b"first\nsecond\r\nthi")
+    assert woken.wait(DEADLINE)
+    end = wait_for_offset(source, start, 2)
+    assert source.plan(start, end) == [{"start": 0, "end": 2}]
+    assert read_values(source, start, end) == ["first", "second"]
+    line_server.send(b"rd\n\n")
+    later = wait_for_offset(source, end, 4)
+    assert read_values(source, end, later) == ["third", ""]
+
+
+def test_utf8_split_across_packets_and_invalid_bytes(
+    line_server: LineServer, sources: list[SocketSource]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    start = source.initial_offset()
+    encoded = "héllo wörld\n".encode()
+    line_server.send(encoded[:2])
+    time.sleep(0.05)
+    line_server.send(encoded[2:] + b"bad \xff byte\n")
+    end = wait_for_offset(source, start, 2)
+    assert read_values(source, start, end) == ["héllo wörld", "bad \ufffd byte"]
+
+
+def test_include_timestamp_stamps_the_arrival_time(
+    line_server: LineServer, sources: list[SocketSource]
+) -> None:
+    source = open_source(line_server, includeTimestamp=True)
+    sources.append(source)
+    start = source.initial_offset()
+    before = datetime.now(UTC)
+    line_server.send(b"a\nb\n")
+    end = wait_for_offset(source, start, 2)
+    after = datetime.now(UTC)
+    (split,) = source.plan(start, end)
+    (batch,) = list(source.read(split))
+    assert batch.schema == source.schema
+    assert batch.column("value").to_pylist() == ["a", "b"]
+    for stamp in batch.column("timestamp").to_pylist():
+        assert before <= stamp <= after
+
+
+def test_read_limit_caps_the_batch(line_server: LineServer, sources: list[SocketSource]) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    start = source.initial_offset()
+    line_server.send(b"1\n2\n3\n4\n5\n")
+    wait_for_offset(source, start, 5)
+    assert source.latest_offset(start, ReadMaxRows(2)) == {"offset": 2}
+    assert source.latest_offset({"offset": 4}, ReadMaxRows(2)) == {"offset": 5}
+
+
+def test_commit_drops_lines_from_memory(
+    line_server: LineServer, sources: list[SocketSource]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    start = source.initial_offset()
+    line_server.send(b"a\nb\nc\n")
+    end = wait_for_offset(source, start, 3)
+    assert source.buffered_lines == 3
+    source.commit({"offset": 2})
+    assert source.buffered_lines == 1
+    assert read_values(source, {"offset": 2}, end) == ["c"]
+    assert read_values(source, start, {"offset": 2}) == []  # gone: not replayable
+    source.commit(end)
+    assert source.buffered_lines == 0
+
+
+def test_many_lines_come_in_bounded_batches(
+    line_server: LineServer, sources: list[SocketSource]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    start = source.initial_offset()
+    count = 150_000
+    payload = "".join(f"line {index}\n" for index in range(count)).encode()
+    sender = threading.Thread(target=line_server.send, args=(payload,))
+    sender.start()
+    end = wait_for_offset(source, start, count)
+    sender.join()
+    (split,) = source.plan(start, end)
+    batches = list(source.read(split))
+    assert [batch.num_rows for batch in batches] == [65_536, 65_536, 18_928]
+    values = pa.Table.from_batches(batches).column("value")
+    assert values[0].as_py() == "line 0"
+    assert values[-1].as_py() == f"line {count - 1}"
+
+
+def test_server_closing_ends_the_stream_quietly(
+    line_server: LineServer, sources: list[SocketSource]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    start = source.initial_offset()
+    line_server.send(b"one\nlast line without newline")
+    line_server.close_client()
+    end = wait_for_offset(source, start, 2)
+    deadline = time.monotonic() + DEADLINE
+    while source.connected and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert not source.connected
+    assert read_values(source, start, end) == ["one", "last line without newline"]
+    assert source.latest_offset(end, ReadAllAvailable()) == end
+    source.stop()
+    source.stop()
+
+
+def test_stop_closes_the_connection_and_is_idempotent(line_server: LineServer) -> None:
+    source = open_source(line_server)
+    assert source.connected
+    source.stop()
+    assert not source.connected
+    assert line_server.client is not None
+    line_server.client.settimeout(DEADLINE)
+    assert line_server.client.recv(10) == b""  # the server sees the connection end
+    source.stop()
+    reader = [t for t in threading.enumerate() if t.name == f"microbatch-socket-{source.address}"]
+    assert reader == []
+
+
+def test_restart_numbers_new_lines_after_the_checkpoint(
+    line_server: LineServer, sources: list[SocketSource]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    line_server.send(b"x\ny\n")
+    checkpointed = {"offset": 41}
+    end = wait_for_offset(source, checkpointed, 43)
+    assert read_values(source, checkpointed, end) == ["x", "y"]
+
+
+def test_replayed_batch_after_restart_is_lost_with_a_warning(
+    line_server: LineServer, sources: list[SocketSource], caplog: pytest.LogCaptureFixture
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    with caplog.at_level(logging.WARNING, logger="microbatch_socket.source"):
+        assert read_values(source, {"offset": 3}, {"offset": 5}) == []
+    assert "cannot replay lines 4 to 5" in caplog.text
+    line_server.send(b"fresh\n")
+    end = wait_for_offset(source, {"offset": 5}, 6)
+    assert read_values(source, {"offset": 5}, end) == ["fresh"]
+
+
+def test_not_fault_tolerant_warning_at_start(
+    line_server: LineServer, sources: list[SocketSource], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="microbatch_socket.source"):
+        sources.append(open_source(line_server))
+    assert "not fault tolerant" in caplog.text
+
+
+@pytest.mark.parametrize("offset", [{"seconds": 1}, {"offset": -1}, {"offset": "2"}, None])
+def test_foreign_offsets_are_refused(
+    offset: Any, line_server: LineServer, sources: list[SocketSource]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    with pytest.raises(SourceError, match="not made by the socket source"):
+        source.latest_offset(offset, ReadAllAvailable())

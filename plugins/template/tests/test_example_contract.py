@@ -1,0 +1,62 @@
+"""The example connectors pass the microbatch conformance suites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pajson
+from microbatch_example import CounterSource, JsonLinesSink
+from microbatch_testkit import SinkContract, SourceContract
+
+import microbatch as mb
+
+
+class TestCounterSourceContract(SourceContract):
+    source_class = CounterSource
+    generates_data_on_its_own = True
+
+    def make_options(self) -> dict[str, Any]:
+        return {"rowsPerBatch": 7, "step": 3}
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        return [
+            ({}, "missing required option 'rowsPerBatch'"),
+            ({"rowsPerBatch": 0}, "must be at least 1"),
+            ({"rowsPerBatch": "seven"}, "expected an integer"),
+        ]
+
+
+def read_jsonl_folder(folder: Path, schema: pa.Schema) -> pa.Table:
+    """Every committed batch file in ``folder``, in batch order (hidden files skipped)."""
+    options = pajson.ParseOptions(explicit_schema=schema)
+    tables = [
+        pajson.read_json(path, parse_options=options)
+        for path in sorted(folder.glob("batch-*.jsonl"))
+        if path.stat().st_size > 0
+    ]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+class TestJsonLinesSinkContract(SinkContract):
+    sink_class = JsonLinesSink
+    ordered = True
+
+    def make_options(self) -> dict[str, Any]:
+        return {"path": str(self.tmp_path / "out")}
+
+    def read_back(self, sink: mb.Sink) -> pa.Table:
+        return read_jsonl_folder(self.tmp_path / "out", sink.context.schema)
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        return [({}, "missing required option 'path'"), ({"path": " "}, "must not be empty")]
+
+
+def test_counter_values_follow_step() -> None:
+    options = CounterSource.options.parse({"rowsPerBatch": 3, "step": 5}, connector="example-counter")
+    source = CounterSource(mb.SourceContext(options=options))
+    end = source.latest_offset(source.initial_offset(), source.default_read_limit())
+    [split] = source.plan(source.initial_offset(), end)
+    [batch] = source.read(split)
+    assert batch.to_pydict() == {"id": [0, 1, 2], "value": [0, 5, 10]}

@@ -1,0 +1,26 @@
+"""Conformance tests for microbatch connectors.
+
+Subclass :class:`SourceContract` or :class:`SinkContract` in your own test module, point it
+at your connector class, and pytest runs every check that your connector's declared
+capabilities call for::
+
+    from microbatch_testkit import SinkContract
+
+    class TestMySinkContract(SinkContract):
+        sink_class = MySink
+        ...
+
+:mod:`microbatch_testkit.data` holds the edge-case input tables; :mod:`microbatch_testkit.crash`
+kills a pipeline at a chosen step to prove recovery. Installing the kit also provides the
+pytest fixtures ``memory_state`` and ``state_store``.
+"""
+
+from __future__ import annotations
+
+from . import crash, data
+from .sink import SinkContract
+from .source import SourceContract
+
+__version__ = "0.1.0"
+
+__all__ = ["SinkContract", "SourceContract", "crash", "data"]

@@ -1,0 +1,263 @@
+"""The source suite passes a correct source and fails each deliberately broken one."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SOURCES = '''
+import os
+
+import pyarrow as pa
+
+import microbatch as mb
+from microbatch_testkit import SourceContract
+
+SCHEMA = pa.schema([pa.field("n", pa.int64())])
+
+
+class ListSource(mb.Source):
+    """Reads a Python list that the test appends to; offsets count the rows."""
+
+    format_name = "list-source"
+    options = mb.OptionSpec(
+        mb.Option(name="rows", type="object", required=True, doc="The list to read."),
+        mb.Option(name="rowsPerBatch", type="int", default=2, minimum=1, doc="Batch size."),
+    )
+
+    @property
+    def schema(self):
+        return SCHEMA
+
+    def initial_offset(self):
+        return {"n": 0}
+
+    def default_read_limit(self):
+        return mb.ReadMaxRows(self.opts.rows_per_batch)
+
+    def latest_offset(self, start, limit):
+        end = len(self.opts.rows)
+        if isinstance(limit, mb.ReadMaxRows):
+            end = min(end, start["n"] + limit.max_rows)
+        return {"n": end}
+
+    def plan(self, start, end):
+        return [[start["n"], end["n"]]] if end["n"] > start["n"] else []
+
+    def read(self, split):
+        first, stop = split
+        yield pa.RecordBatch.from_pylist(
+            [{"n": value} for value in self.opts.rows[first:stop]], schema=SCHEMA
+        )
+
+
+class NotJson(ListSource):
+    def initial_offset(self):
+        return {"n": 0, "seen": {0}}
+
+
+class TupleOffsets(ListSource):
+    def latest_offset(self, start, limit):
+        return {"n": super().latest_offset(start, limit)["n"], "at": (1, 2)}
+
+
+class ClaimsReplayable(ListSource):
+    def read(self, split):
+        first, stop = split
+        values = [int.from_bytes(os.urandom(4), "big") for _ in range(first, stop)]
+        yield pa.RecordBatch.from_pylist([{"n": value} for value in values], schema=SCHEMA)
+
+
+class HonestlyNotReplayable(ClaimsReplayable):
+    replayable = False
+
+
+class IgnoresLimit(ListSource):
+    def latest_offset(self, start, limit):
+        return {"n": len(self.opts.rows)}
+
+
+class NeverIdle(ListSource):
+    def latest_offset(self, start, limit):
+        return {"n": start["n"] + 1}
+
+
+class WrongSchema(ListSource):
+    def read(self, split):
+        for batch in super().read(split):
+            yield batch.cast(pa.schema([pa.field("n", pa.int32())]))
+
+
+class EmptyRangeHasRows(ListSource):
+    def plan(self, start, end):
+        return [[max(start["n"] - 1, 0), end["n"]]]
+
+
+class StopsOnce(ListSource):
+    def stop(self):
+        if getattr(self, "stopped", False):
+            raise RuntimeError("already stopped")
+        self.stopped = True
+
+
+class Undocumented(ListSource):
+    options = ListSource.options.extend(mb.Option(name="color", type="string"))
+
+
+class ForgetsStart(ListSource):
+    def __init__(self, context):
+        super().__init__(context)
+        count = int(context.state.read("count") or 0)
+        context.state.write("count", count + 1)
+        self.base = count
+
+    def initial_offset(self):
+        return {"n": self.base}
+
+
+class Suite(SourceContract):
+    __test__ = False
+
+    def make_options(self):
+        if not hasattr(self, "rows"):
+            self.rows = []
+        return {"rows": self.rows}
+
+    def produce(self, source):
+        self.rows.extend(range(len(self.rows), len(self.rows) + 5))
+
+    def bad_options(self):
+        return [({"rows": [], "rowsPerBatch": 0}, "must be at least 1")]
+
+
+class TestGood(Suite):
+    source_class = ListSource
+
+
+class TestNotJson(Suite):
+    source_class = NotJson
+
+
+class TestTupleOffsets(Suite):
+    source_class = TupleOffsets
+
+
+class TestClaimsReplayable(Suite):
+    source_class = ClaimsReplayable
+
+
+class TestHonestlyNotReplayable(Suite):
+    source_class = HonestlyNotReplayable
+
+
+class TestIgnoresLimit(Suite):
+    source_class = IgnoresLimit
+
+
+class TestNeverIdle(Suite):
+    source_class = NeverIdle
+
+
+class TestWrongSchema(Suite):
+    source_class = WrongSchema
+
+
+class TestEmptyRangeHasRows(Suite):
+    source_class = EmptyRangeHasRows
+
+
+class TestStopsOnce(Suite):
+    source_class = StopsOnce
+
+
+class TestUndocumented(Suite):
+    source_class = Undocumented
+
+
+class TestForgetsStart(Suite):
+    source_class = ForgetsStart
+
+
+class TestProducesNothing(Suite):
+    source_class = ListSource
+
+    def produce(self, source):
+        pass
+'''
+
+FAILED = re.compile(r"^FAILED \S+::(Test\w+)::(test_\w+)")
+
+
+def failures(outlines: list[str]) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for line in outlines:
+        match = FAILED.match(line)
+        if match:
+            found.setdefault(match.group(1), set()).add(match.group(2))
+    return found
+
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester) -> pytest.RunResult:
+    pytester.makepyfile(test_sources=SOURCES)
+    return pytester.runpytest("-p", "no:cacheprovider", "-rfs", "-q")
+
+
+def test_correct_source_passes_and_each_broken_one_fails_its_check(run: pytest.RunResult) -> None:
+    assert failures(run.outlines) == {
+        "TestNotJson": {"test_offsets_are_json"},
+        "TestTupleOffsets": {"test_offsets_are_json"},
+        "TestClaimsReplayable": {"test_replay_reads_the_same_rows"},
+        "TestIgnoresLimit": {"test_latest_offset_respects_default_read_limit"},
+        "TestNeverIdle": {"test_latest_offset_returns_start_when_nothing_is_new"},
+        "TestWrongSchema": {
+            "test_latest_offset_respects_default_read_limit",
+            "test_read_yields_the_declared_schema",
+            "test_replay_reads_the_same_rows",
+        },
+        "TestEmptyRangeHasRows": {"test_empty_range_yields_no_rows"},
+        "TestStopsOnce": {"test_stop_is_idempotent"},
+        "TestUndocumented": {"test_every_option_is_documented"},
+        "TestForgetsStart": {"test_restart_resumes_from_state"},
+        "TestProducesNothing": {
+            "test_offsets_are_json",
+            "test_latest_offset_is_stable",
+            "test_latest_offset_respects_default_read_limit",
+            "test_latest_offset_returns_start_when_nothing_is_new",
+            "test_empty_range_yields_no_rows",
+            "test_read_yields_the_declared_schema",
+            "test_splits_are_picklable",
+            "test_replay_reads_the_same_rows",
+            "test_stop_is_idempotent",
+        },
+    }
+
+
+def test_failures_show_the_offending_values(run: pytest.RunResult) -> None:
+    text = "\n".join(run.outlines)
+    assert "initial_offset() returned an offset that is not JSON" in text
+    assert "{'n': 2, 'at': (1, 2)} became {'n': 2, 'at': [1, 2]}" in text
+    assert "whose schema differs from source.schema" in text
+    assert "batch: 2 rows, schema {n: int32}" in text
+    assert 'a new instance reading range ({"n": 0}, {"n": 2})' in text or (
+        're-reading range ({"n": 0}, {"n": 2})' in text
+    )
+    assert "holds 5 rows" in text
+    assert "make produce() add data" in text
+
+
+def test_non_replayable_source_skips_the_replay_check(run: pytest.RunResult) -> None:
+    assert "HonestlyNotReplayable declares replayable = False" in "\n".join(run.outlines)
+
+
+def test_base_classes_are_not_collected(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_only_bases="from microbatch_testkit import SinkContract, SourceContract\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes()
+    assert "no tests ran" in result.stdout.str()

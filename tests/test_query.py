@@ -1,0 +1,348 @@
+"""The engine and the query API, driven through the public API with the simplest connectors."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from microbatch_memory import MemoryStream
+
+import microbatch as mb
+from microbatch.errors import (
+    CheckpointError,
+    CheckpointInUseError,
+    CorruptCheckpointError,
+    OptionError,
+    StreamingQueryException,
+    UnknownFormatError,
+    UnsupportedOperationError,
+)
+
+SCHEMA = pa.schema([("value", pa.int64())])
+
+
+@pytest.fixture
+def session() -> Any:
+    with mb.Session() as session:
+        yield session
+
+
+def rate(session: Any, rows: int = 10) -> Any:
+    return session.read_stream.format("rate-micro-batch").option("rowsPerBatch", rows).load()
+
+
+def test_readme_example_memory_sink_and_progress(session: Any, tmp_path: Path) -> None:
+    stream = MemoryStream(SCHEMA)
+    query = (
+        stream.to_frame(session)
+        .filter(mb.col("value") >= 10)
+        .write_stream.format("memory")
+        .query_name("big")
+        .trigger(processing_time="100 milliseconds")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .start()
+    )
+    stream.add_data([5, 10, 20])
+    query.process_all_available()
+    stream.add_data([30, 1])
+    query.process_all_available()
+    assert session.table("big").column("value").to_pylist() == [10, 20, 30]
+    progress = query.last_progress
+    assert progress["batchId"] == 1
+    assert progress["numInputRows"] == 2
+    assert progress["sink"]["numOutputRows"] == 1
+    assert progress["sources"][0]["endOffset"] == {"offset": 2}
+    assert set(progress["durationMs"]) >= {"latestOffset", "walCommit", "addBatch", "triggerExecution"}
+    assert progress.batch_id == 1 and json.loads(progress.json)["id"] == query.id
+    assert [p["batchId"] for p in query.recent_progress if p["numInputRows"]] == [0, 1]
+    query.stop()
+    assert not query.is_active and query.exception() is None
+    assert query.status["message"] == "Stopped"
+
+
+def test_restart_keeps_id_new_run_id_and_continues_batch_ids(session: Any, tmp_path: Path) -> None:
+    stream = MemoryStream(SCHEMA)
+    location = str(tmp_path / "cp")
+
+    def start() -> Any:
+        return (
+            stream.to_frame(session)
+            .write_stream.format("memory")
+            .query_name("restart")
+            .option("checkpointLocation", location)
+            .start()
+        )
+
+    first = start()
+    stream.add_data([1])
+    first.process_all_available()
+    first.stop()
+    stream.add_data([2])
+    second = start()
+    second.process_all_available()
+    second.stop()
+    assert second.id == first.id and second.run_id != first.run_id
+    assert second.last_progress["batchId"] == 1
+    assert session.table("restart").column("value").to_pylist() == [1, 2]
+
+
+def test_uncommitted_batch_is_rerun_with_same_id_and_offsets(session: Any, tmp_path: Path) -> None:
+    seen: list[tuple[int, list[int]]] = []
+    location = tmp_path / "cp"
+
+    def collect(batch: pa.Table, batch_id: int) -> None:
+        seen.append((batch_id, sorted(batch.column("value").to_pylist())))
+
+    query = rate(session, 3).write_stream.foreach_batch(collect).option(
+        "checkpointLocation", str(location)
+    ).trigger(available_now=True).start()
+    query.await_termination()
+    query = rate(session, 3).write_stream.foreach_batch(collect).option(
+        "checkpointLocation", str(location)
+    ).trigger(available_now=True).start()
+    query.await_termination()
+    assert seen == [(0, [0, 1, 2]), (1, [3, 4, 5])]
+    (location / "commits" / "1").unlink()  # as if the process died before committing batch 1
+    query = rate(session, 3).write_stream.foreach_batch(collect).option(
+        "checkpointLocation", str(location)
+    ).trigger(once=True).start()
+    query.await_termination()
+    assert seen[-1] == (1, [3, 4, 5])
+    assert (location / "commits" / "1").exists()
+
+
+def test_available_now_runs_limited_batches_then_stops(session: Any, tmp_path: Path) -> None:
+    stream = MemoryStream(SCHEMA)
+    for value in range(4):
+        stream.add_data([value])
+    batches: list[int] = []
+    query = (
+        stream.to_frame(session)
+        .write_stream.foreach_batch(lambda table, batch_id: batches.append(table.num_rows))
+        .trigger(available_now=True)
+        .start()
+    )
+    assert query.await_termination(timeout=10) is True
+    assert not query.is_active
+    assert sum(batches) == 4
+
+
+def test_once_runs_a_single_batch(session: Any) -> None:
+    batches: list[int] = []
+    query = (
+        rate(session, 5)
+        .write_stream.foreach_batch(lambda table, batch_id: batches.append(batch_id))
+        .trigger(once=True)
+        .start()
+    )
+    query.await_termination()
+    assert batches == [0]
+
+
+def test_default_trigger_wakes_on_new_data(session: Any) -> None:
+    stream = MemoryStream(SCHEMA)
+    arrived = threading.Event()
+    query = (
+        stream.to_frame(session)
+        .write_stream.foreach_batch(lambda table, batch_id: arrived.set())
+        .start()
+    )
+    stream.add_data([1])
+    assert arrived.wait(5)
+    query.stop()
+
+
+def test_failing_batch_stops_the_query_and_raises_its_cause(session: Any, tmp_path: Path) -> None:
+    def explode(table: pa.Table, batch_id: int) -> None:
+        raise RuntimeError(f"cannot write batch {batch_id}")
+
+    query = (
+        rate(session)
+        .write_stream.foreach_batch(explode)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .start()
+    )
+    with pytest.raises(StreamingQueryException) as caught:
+        query.await_termination(timeout=10)
+    assert isinstance(caught.value.cause, RuntimeError)
+    assert "cannot write batch 0" in str(caught.value)
+    assert f"Query [id = {query.id}, run_id = {query.run_id}]" in str(caught.value)
+    assert query.exception() is caught.value
+    assert not query.is_active
+    assert not (tmp_path / "cp" / "commits" / "0").exists()
+    assert (tmp_path / "cp" / "offsets" / "0").exists()
+    with pytest.raises(StreamingQueryException):
+        query.process_all_available()
+
+
+def test_listeners_hear_start_progress_and_termination(session: Any) -> None:
+    events: list[str] = []
+
+    class Listener(mb.StreamingQueryListener):
+        def on_query_started(self, event: Any) -> None:
+            events.append("started")
+
+        def on_query_progress(self, progress: Any) -> None:
+            events.append(f"progress {progress['batchId']}")
+
+        def on_query_terminated(self, event: Any) -> None:
+            events.append(f"terminated {event.exception}")
+
+    session.streams.add_listener(Listener())
+    query = rate(session).write_stream.format("noop").trigger(once=True).start()
+    query.await_termination()
+    session.streams.await_any_termination(timeout=5)
+    assert events == ["started", "progress 0", "terminated None"]
+
+
+def test_query_manager(session: Any) -> None:
+    stream = MemoryStream(SCHEMA)
+    query = stream.to_frame(session).write_stream.format("memory").query_name("m").start()
+    assert session.streams.active == [query]
+    assert session.streams.get(query.id) is query
+    assert session.streams.await_any_termination(timeout=0.05) is False
+    with pytest.raises(Exception, match="already active"):
+        stream.to_frame(session).write_stream.format("memory").query_name("m").start()
+    query.stop()
+    assert session.streams.await_any_termination(timeout=1) is True
+    assert session.streams.get(query.id) is None and session.streams.active == []
+    session.streams.reset_terminated()
+    assert session.streams.await_any_termination(timeout=0.05) is False
+
+
+def test_unknown_format_lists_installed_ones(session: Any) -> None:
+    with pytest.raises(UnknownFormatError) as caught:
+        session.read_stream.format("rtae").load()
+    message = str(caught.value)
+    assert "Did you mean 'rate'?" in message and "rate-micro-batch" in message
+    with pytest.raises(UnknownFormatError, match="pip install microbatch-kafka"):
+        session.read_stream.format("kafka").load()
+
+
+def test_unknown_option_and_wrong_type_fail_at_load(session: Any) -> None:
+    with pytest.raises(OptionError, match=r"unknown option 'rowsPerBatc' \(did you mean 'rowsPerBatch'\?\)"):
+        session.read_stream.format("rate-micro-batch").option("rowsPerBatc", 5).load()
+    with pytest.raises(OptionError, match="'rowsPerBatch': expected an integer"):
+        session.read_stream.format("rate-micro-batch").option("rowsPerBatch", "many").load()
+    with pytest.raises(OptionError, match="unknown option 'numRow'"):
+        rate(session).write_stream.format("console").option("numRow", 3).start()
+
+
+def test_sink_that_needs_a_checkpoint_refuses_to_start_without_one(session: Any) -> None:
+    class DurableSink(mb.Sink):
+        format_name = "durable-test"
+        guarantee = mb.Guarantee.EXACTLY_ONCE
+
+        def write(self, batch_id: int, data: pa.RecordBatchReader) -> Any:
+            return None
+
+        def commit(self, batch_id: int, messages: list[Any]) -> None:
+            pass
+
+    class Plugin:
+        @mb.hookimpl
+        def microbatch_register_connectors(self, registry: Any) -> None:
+            registry.add_sink(DurableSink)
+
+    session.registry.register_plugin(Plugin(), "durable")
+    with pytest.raises(CheckpointError, match="needs a checkpoint"):
+        rate(session).write_stream.format("durable-test").start()
+
+
+def test_unsupported_output_mode_and_partitioning_are_refused(session: Any) -> None:
+    class AppendOnlySink(mb.BatchSink):
+        format_name = "append-only-test"
+        needs_checkpoint = False
+
+        def add_batch(self, batch_id: int, table: pa.Table) -> None:
+            pass
+
+    class Plugin:
+        @mb.hookimpl
+        def microbatch_register_connectors(self, registry: Any) -> None:
+            registry.add_sink(AppendOnlySink)
+
+    session.registry.register_plugin(Plugin(), "append-only")
+    writer = rate(session).write_stream.format("append-only-test")
+    with pytest.raises(UnsupportedOperationError, match="complete. This output mode is not supported"):
+        writer.output_mode("complete").start()
+    with pytest.raises(UnsupportedOperationError, match="does not support partitioning"):
+        writer.output_mode("append").partition_by("value").start()
+    with pytest.raises(mb.ConfigurationError, match="Invalid streaming output mode: bogus"):
+        writer.output_mode("bogus")
+    assert session.streams.active == []
+
+
+def test_second_query_on_a_held_checkpoint_is_refused_without_damage(
+    session: Any, tmp_path: Path
+) -> None:
+    location = tmp_path / "cp"
+    stream = MemoryStream(SCHEMA)
+    first = stream.to_frame(session).write_stream.format("memory").query_name("a").option(
+        "checkpointLocation", str(location)
+    ).start()
+    stream.add_data([1])
+    first.process_all_available()
+    before = sorted(str(p.relative_to(location)) for p in location.rglob("*"))
+    with pytest.raises(CheckpointInUseError, match="is in use"):
+        stream.to_frame(session).write_stream.format("memory").query_name("b").option(
+            "checkpointLocation", str(location)
+        ).start()
+    assert sorted(str(p.relative_to(location)) for p in location.rglob("*")) == before
+    first.stop()
+
+
+def test_corrupted_checkpoint_file_gives_one_clear_error(session: Any, tmp_path: Path) -> None:
+    location = tmp_path / "cp"
+    query = rate(session).write_stream.format("noop").option(
+        "checkpointLocation", str(location)
+    ).trigger(once=True).start()
+    query.await_termination()
+    (location / "offsets" / "0").write_text("{not json")
+    snapshot = {p: p.read_bytes() for p in location.rglob("*") if p.is_file()}
+    with pytest.raises(CorruptCheckpointError, match=r"offsets/0 is corrupted"):
+        rate(session).write_stream.format("noop").option(
+            "checkpointLocation", str(location)
+        ).start()
+    assert {p: p.read_bytes() for p in location.rglob("*") if p.is_file()} == snapshot
+
+
+def test_temporary_checkpoint_is_removed_after_a_clean_stop(session: Any) -> None:
+    query = rate(session).write_stream.format("noop").trigger(once=True).start()
+    query.await_termination()
+    temporary = [p for p in Path("/tmp").glob("microbatch-temporary-*") if query.id in str(p)]
+    assert temporary == []
+
+
+def test_memory_checkpoint_works(session: Any) -> None:
+    location = f"memory://cp/{time.time_ns()}"
+    for _ in range(2):
+        query = rate(session, 2).write_stream.format("memory").query_name("mem").option(
+            "checkpointLocation", location
+        ).trigger(once=True).start()
+        query.await_termination()
+    assert session.table("mem").column("value").to_pylist() == [0, 1, 2, 3]
+
+
+def test_batch_read_returns_a_table(session: Any) -> None:
+    table = session.read.format("rate-micro-batch").option("rowsPerBatch", 4).load()
+    assert table.num_rows == 4 and table.schema.names == ["timestamp", "value"]
+
+
+def test_explain_prints_source_transforms_and_sink(session: Any, capsys: Any) -> None:
+    query = (
+        rate(session)
+        .filter(mb.col("value") > 3)
+        .write_stream.format("noop")
+        .trigger(once=True)
+        .start()
+    )
+    query.await_termination()
+    query.explain()
+    out = capsys.readouterr().out
+    assert "Source: " in out and "(value > 3)" in out and "Sink: " in out

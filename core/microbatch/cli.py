@@ -608,11 +608,16 @@ def _compact(value: Any) -> str:
 # -- demo --------------------------------------------------------------------------------
 
 
-def run_demo_query(session: Session, checkpoint: str, rows_per_batch: int) -> StreamingQuery:
-    """The demo pipeline: numbered rows, keep the multiples of 3, collect them in memory.
+def run_demo_query(
+    session: Session, checkpoint: str, rows_per_batch: int, **trigger: Any
+) -> StreamingQuery:
+    """The demo pipeline: numbered rows, keep the even ones, collect them in memory.
 
-    This is the code to copy when you write your own query.
+    ``trigger`` is passed to ``write_stream.trigger`` (``processing_time="1 second"``,
+    ``available_now=True``...). This is the code to copy when you write your own query.
     """
+    import pyarrow.compute as pc
+
     import microbatch as mb
 
     numbers = (
@@ -620,38 +625,47 @@ def run_demo_query(session: Session, checkpoint: str, rows_per_batch: int) -> St
         .option("rowsPerBatch", rows_per_batch)
         .load()
     )
+    evens = numbers.filter(pc.bit_wise_and(mb.col("value"), 1) == 0)
     return (
-        numbers.filter(mb.col("value") >= 10)
-        .write_stream.format("memory")
+        evens.write_stream.format("memory")
         .query_name("demo")
-        .output_mode("append")
-        .trigger(processing_time="250 milliseconds")
+        .trigger(**trigger)
         .option("checkpointLocation", checkpoint)
         .start()
     )
 
 
 def _cmd_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """Run the demo for ``--seconds``, then restart it once from its checkpoint."""
     import microbatch as mb
 
     checkpoint = tempfile.mkdtemp(prefix="microbatch-demo-")
+    session = mb.Session()
     try:
-        session = mb.Session()
-        query = run_demo_query(session, checkpoint, args.rows_per_batch)
+        query = run_demo_query(
+            session, checkpoint, args.rows_per_batch, processing_time="250 milliseconds"
+        )
+        watcher = _DemoWatcher(query)
+        try:
+            _watch(query, watcher, args.seconds, out)
+        finally:
+            query.stop()
+        if query.exception() is None:
+            # A restart resumes after the last committed batch: nothing is read twice.
+            watcher.query = run_demo_query(
+                session, checkpoint, args.rows_per_batch, available_now=True
+            )
+            watcher.query.await_termination(60)
     except MicrobatchError as error:
-        err.print(f"[red]Error:[/] {escape(str(error))}", highlight=False)
+        err.print(f"[red]The demo failed:[/] {escape(str(error))}", highlight=False)
         return 1
-    watcher = _DemoWatcher(query)
-    try:
-        _watch(query, watcher, args.seconds, out)
-    finally:
-        query.stop()
-    failure = query.exception()
+    failure = query.exception() or watcher.query.exception()
     if failure is not None:
         err.print(f"[red]The demo query failed:[/] {escape(str(failure))}", highlight=False)
         return 1
+    restart = watcher.query.last_progress
     watcher.update()
-    out.print(_demo_summary(session, watcher, checkpoint))
+    out.print(_demo_summary(session, watcher, checkpoint, restart))
     out.print(
         f"Inspect its checkpoint with: microbatch checkpoint inspect {checkpoint}", highlight=False
     )
@@ -710,26 +724,33 @@ def _watch(query: StreamingQuery, watcher: _DemoWatcher, seconds: float, out: Co
             watcher.update()
             clock.update(task, completed=seconds - max(0.0, deadline - time.monotonic()))
             live.update(Group(clock, watcher.table()))
+    out.print()
 
 
-def _demo_summary(session: Session, watcher: _DemoWatcher, checkpoint: str) -> Table:
+def _demo_summary(
+    session: Session, watcher: _DemoWatcher, checkpoint: str, restart: dict[str, Any] | None
+) -> Table:
     import pyarrow.compute as pc
 
     result = session.table("demo")
     values = result.column("value")
     low, high = pc.min(values).as_py(), pc.max(values).as_py()
-    summary = Table(title="Result (session.table('demo'))", title_justify="left")
-    summary.add_column("")
-    summary.add_column("", justify="right")
+    summary = Table(title="Result: session.table('demo')", title_justify="left", show_header=False)
+    summary.add_column()
+    summary.add_column()
     summary.add_row("batches", str(watcher.batches))
     summary.add_row("rows read", f"{watcher.input_rows:,}")
     summary.add_row("rows in the memory table", f"{result.num_rows:,}")
     summary.add_row("min value", "-" if low is None else str(low))
     summary.add_row("max value", "-" if high is None else str(high))
+    if restart is not None:
+        start = restart["sources"][0]["startOffset"]
+        summary.add_row(
+            "restart (available_now)",
+            f"batch {restart['batchId']} from offset {_compact(start)}",
+        )
     summary.add_row("checkpoint", checkpoint)
-    summary.show_header = False
     return summary
-
 
 if __name__ == "__main__":
     sys.exit(main())

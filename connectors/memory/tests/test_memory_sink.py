@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable
 
+import microbatch as mb
 import microbatch_memory
 import pyarrow as pa
 import pytest
@@ -16,17 +16,8 @@ from microbatch_memory import MemorySink, MemoryTable, memory_table
 SCHEMA = pa.schema([("key", pa.string()), ("value", pa.int64())])
 
 
-class TableSession:
-    """The two Session methods the memory sink uses, kept in a dict."""
-
-    def __init__(self) -> None:
-        self.providers: dict[str, Callable[[], pa.Table]] = {}
-
-    def register_table(self, name: str, provider: Callable[[], pa.Table]) -> None:
-        self.providers[name] = provider
-
-    def table(self, name: str) -> pa.Table:
-        return self.providers[name]()
+def new_session() -> mb.Session:
+    return mb.Session(load_plugins=False)
 
 
 def make_sink(
@@ -73,7 +64,7 @@ def test_declared_capabilities() -> None:
 @pytest.mark.parametrize("name", [None, ""])
 def test_query_name_is_required(name: str | None) -> None:
     with pytest.raises(ConfigurationError, match="queryName must be specified for memory sink"):
-        make_sink(TableSession(), name=name)
+        make_sink(new_session(), name=name)
 
 
 def test_rejects_unknown_options() -> None:
@@ -82,7 +73,7 @@ def test_rejects_unknown_options() -> None:
 
 
 def test_registers_an_empty_table_at_construction() -> None:
-    session = TableSession()
+    session = new_session()
     make_sink(session)
     table = session.table("out")
     assert table.schema.equals(SCHEMA)
@@ -90,7 +81,7 @@ def test_registers_an_empty_table_at_construction() -> None:
 
 
 def test_append_accumulates_batches_in_order() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session)
     run_batch(sink, 0, rows(("a", 1)), rows(("b", 2)))
     run_batch(sink, 1, rows(("c", 3)))
@@ -100,7 +91,7 @@ def test_append_accumulates_batches_in_order() -> None:
 
 
 def test_update_mode_appends_changed_rows() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session, mode=OutputMode.UPDATE)
     run_batch(sink, 0, rows(("a", 2)))
     run_batch(sink, 1, rows(("a", 3)))
@@ -108,7 +99,7 @@ def test_update_mode_appends_changed_rows() -> None:
 
 
 def test_complete_mode_replaces_contents_each_batch() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session, mode=OutputMode.COMPLETE)
     run_batch(sink, 0, rows(("a", 1), ("b", 1)))
     run_batch(sink, 1, rows(("a", 2)), rows(("b", 5)))
@@ -119,7 +110,7 @@ def test_complete_mode_replaces_contents_each_batch() -> None:
 
 
 def test_replayed_batch_is_not_applied_twice() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session)
     run_batch(sink, 0, rows(("a", 1)))
     run_batch(sink, 1, rows(("b", 2)))
@@ -130,7 +121,7 @@ def test_replayed_batch_is_not_applied_twice() -> None:
 
 
 def test_replay_in_complete_mode_keeps_first_result() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session, mode=OutputMode.COMPLETE)
     run_batch(sink, 4, rows(("a", 1)))
     run_batch(sink, 4, rows(("a", 100)))
@@ -138,7 +129,7 @@ def test_replay_in_complete_mode_keeps_first_result() -> None:
 
 
 def test_empty_append_batch_is_recorded() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session)
     run_batch(sink, 0)
     assert sink.table.batch_ids == [0]
@@ -146,7 +137,7 @@ def test_empty_append_batch_is_recorded() -> None:
 
 
 def test_reads_are_cached_until_the_next_batch() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session)
     run_batch(sink, 0, rows(("a", 1)))
     run_batch(sink, 1, rows(("b", 2)))
@@ -160,7 +151,7 @@ def test_reads_are_cached_until_the_next_batch() -> None:
 
 
 def test_restart_of_the_same_query_continues_the_table() -> None:
-    session = TableSession()
+    session = new_session()
     first = make_sink(session, query_id="q1")
     run_batch(first, 0, rows(("a", 1)))
     run_batch(first, 1, rows(("b", 2)))
@@ -174,7 +165,7 @@ def test_restart_of_the_same_query_continues_the_table() -> None:
 
 
 def test_a_new_query_under_the_same_name_starts_empty() -> None:
-    session = TableSession()
+    session = new_session()
     first = make_sink(session, query_id="q1")
     run_batch(first, 0, rows(("a", 1)))
     second = make_sink(session, query_id="q2")
@@ -185,7 +176,7 @@ def test_a_new_query_under_the_same_name_starts_empty() -> None:
 
 
 def test_a_changed_schema_starts_a_new_table() -> None:
-    session = TableSession()
+    session = new_session()
     first = make_sink(session)
     run_batch(first, 0, rows(("a", 1)))
     other = pa.schema([("key", pa.string())])
@@ -195,7 +186,7 @@ def test_a_changed_schema_starts_a_new_table() -> None:
 
 
 def test_tables_are_per_session_and_per_name() -> None:
-    one, two = TableSession(), TableSession()
+    one, two = new_session(), new_session()
     sink_one = make_sink(one, name="t")
     sink_two = make_sink(two, name="t")
     sink_other = make_sink(one, name="u")
@@ -210,7 +201,7 @@ def test_tables_are_per_session_and_per_name() -> None:
 
 
 def test_tables_are_released_with_their_session() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session)
     run_batch(sink, 0, rows(("a", 1)))
     assert len(microbatch_memory.table._TABLES) >= 1
@@ -227,7 +218,7 @@ def test_works_without_a_session() -> None:
 
 
 def test_parallel_writes_of_one_batch_all_land() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session)
     parts = [rows(*[(f"p{p}", i) for i in range(100)]) for p in range(8)]
     messages: list[object] = [None] * len(parts)
@@ -248,7 +239,7 @@ def test_parallel_writes_of_one_batch_all_land() -> None:
 
 
 def test_concurrent_readers_see_whole_batches() -> None:
-    session = TableSession()
+    session = new_session()
     sink = make_sink(session)
     seen: list[int] = []
     done = threading.Event()
@@ -281,4 +272,4 @@ def test_memory_table_conforms_compatible_batches_and_rejects_others() -> None:
 
 
 def test_describe_names_the_table() -> None:
-    assert make_sink(TableSession(), name="big").describe() == "MemorySink[big]"
+    assert make_sink(new_session(), name="big").describe() == "MemorySink[big]"

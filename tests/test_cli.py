@@ -11,14 +11,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from microbatch.checkpoint import BatchEntry, Checkpoint
 from microbatch.cli import main
 from microbatch.registry import ConnectorRegistry
 
 SCRIPT = shutil.which("microbatch", path=os.path.dirname(sys.executable))
 
-FAKE_PLUGIN = '''
+FAKE_PLUGIN = """
 from __future__ import annotations
 
 import pyarrow as pa
@@ -66,7 +65,7 @@ class FakeSink(BatchSink):
 def microbatch_register_connectors(registry):
     registry.add_source(FakeSource)
     registry.add_sink(FakeSink)
-'''
+"""
 
 
 @pytest.fixture
@@ -240,7 +239,14 @@ def test_inspect_shows_batches_and_the_batch_to_rerun(
     assert f"Query id     {query_id}" in out
     assert "Source       rate-micro-batch" in out
     assert "Lock         free" in out
-    assert row_of(out, "1") == ["1", "2023-11-14T22:13:20.000Z", '{"offset":10}', '{"offset":20}', "10", "yes"]
+    assert row_of(out, "1") == [
+        "1",
+        "2023-11-14T22:13:20.000Z",
+        '{"offset":10}',
+        '{"offset":20}',
+        "10",
+        "yes",
+    ]
     assert row_of(out, "2")[-1] == "no"
     assert "Batch 2 was logged but not committed: the next run re-runs it" in out
 
@@ -265,7 +271,9 @@ def test_inspect_reads_fsspec_urls(capsys: pytest.CaptureFixture[str]) -> None:
     assert dump["rerunOnRestart"] == 0
 
 
-def test_inspect_corrupted_file_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_inspect_corrupted_file_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_checkpoint(str(tmp_path), batches=3, committed=3)
     (tmp_path / "offsets" / "1").write_text('{"batchId": 1, "start"')
     assert main(["checkpoint", "inspect", str(tmp_path)]) == 1
@@ -332,30 +340,45 @@ def test_inspect_a_checkpoint_written_by_a_real_query(
             .start()
         )
         assert query.await_termination(60)
-        assert query.exception() is None
         assert session.table("inspected").num_rows == 7
+        progress = query.last_progress
+        assert progress is not None
 
     assert main(["checkpoint", "inspect", location]) == 0
     out = capsys.readouterr().out
+    assert f"Query id     {query.id}" in out
     assert "Source       rate-micro-batch" in out
     assert "Sink         memory" in out
     assert "Lock         free" in out
-    cells = row_of(out, "0")
-    assert cells[3] == '{"offset":1,"timestamp":1000}' or cells[3].startswith('{"offset":')
-    assert cells[4:] == ["7", "yes"]
+    start, end = progress["sources"][0]["startOffset"], progress["sources"][0]["endOffset"]
+    compact = {"separators": (",", ":")}
+    assert row_of(out, "0")[2:] == [
+        json.dumps(start, **compact),
+        json.dumps(end, **compact),
+        "7",
+        "yes",
+    ]
+
+    assert main(["checkpoint", "inspect", "--json", location]) == 0
+    [batch] = json.loads(capsys.readouterr().out)["batches"]
+    assert (batch["start"], batch["end"], batch["numInputRows"]) == (start, end, 7)
 
 
-def test_demo_runs_a_real_query(wide: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_a_real_query_and_restarts_it(
+    wide: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["demo", "--seconds", "1.5", "--rows-per-batch", "50"]) == 0
     out = capsys.readouterr().out
     batches = int(row_of(out, "batches")[1])
     read = int(row_of(out, "rows read")[1].replace(",", ""))
     kept = int(row_of(out, "rows in the memory table")[1].replace(",", ""))
-    assert batches >= 1
+    assert batches >= 2
     assert read == batches * 50
-    assert 0 < kept < read
+    assert kept == read // 2  # the even values
+    assert row_of(out, "max value")[1] == str(read - 2)
+    restart = row_of(out, "restart (available_now)")[1]
+    assert restart.startswith(f"batch {batches - 1} from offset ")
     location = row_of(out, "checkpoint")[1]
-    assert Path(location, "commits", "0").exists()
+    assert sorted(os.listdir(Path(location, "commits"))) == sorted(map(str, range(batches)))
     assert f"microbatch checkpoint inspect {location}" in out
     shutil.rmtree(location)
-

@@ -376,7 +376,7 @@ def render_option_reference(
         "",
         "Option names are case-insensitive and may be written in camelCase or snake_case "
         "(`rowsPerSecond`, `rows_per_second`). Unknown options and invalid values fail when the "
-        "query starts (`start()` / `load()`), with a \"did you mean\" for misspelt names.",
+        'query starts (`start()` / `load()`), with a "did you mean" for misspelt names.',
         "",
     ]
     session_options = _session_options()
@@ -394,7 +394,9 @@ def render_option_reference(
         cls: Any = info.cls
         title = f"## `{info.format_name}` {info.role}"
         lines += [title, ""]
-        lines.append(f"Distribution `{info.distribution}` {info.version}. {cls.description}".rstrip())
+        lines.append(
+            f"Distribution `{info.distribution}` {info.version}. {cls.description}".rstrip()
+        )
         lines.append("")
         facts = [f"{label}: {value}" for label, value in _capabilities(info)]
         lines += ["- " + fact for fact in facts]
@@ -440,8 +442,10 @@ def _cmd_docs_options(args: argparse.Namespace, out: Console, err: Console) -> i
     registry = _load_registry()
     for failure in registry.failures:
         err.print(
-            escape(f"Warning: plugin '{failure.plugin}' ({failure.distribution}) failed to load: "
-                   f"{failure.error}"),
+            escape(
+                f"Warning: plugin '{failure.plugin}' ({failure.distribution}) failed to load: "
+                f"{failure.error}"
+            ),
             highlight=False,
         )
     text = render_option_reference(registry, distributions=args.distribution)
@@ -621,9 +625,7 @@ def run_demo_query(
     import microbatch as mb
 
     numbers = (
-        session.read_stream.format("rate-micro-batch")
-        .option("rowsPerBatch", rows_per_batch)
-        .load()
+        session.read_stream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch).load()
     )
     evens = numbers.filter(pc.bit_wise_and(mb.col("value"), 1) == 0)
     return (
@@ -686,7 +688,7 @@ class _DemoWatcher:
 
     def update(self) -> None:
         for progress in self.query.recent_progress:
-            batch_id = progress.get("batchId")
+            batch_id = int(progress.get("batchId", -1))
             if batch_id in self.seen or not progress.get("numInputRows"):
                 continue
             self.seen.add(batch_id)
@@ -751,6 +753,7 @@ def _demo_summary(
         )
     summary.add_row("checkpoint", checkpoint)
     return summary
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -30,6 +30,8 @@ that declares ``Guarantee.EXACTLY_ONCE`` must make that second ``commit`` a no-o
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -57,7 +59,28 @@ __all__ = [
     "SinkContext",
     "Source",
     "SourceContext",
+    "current_part",
+    "part_scope",
 ]
+
+_CURRENT_PART: contextvars.ContextVar[int] = contextvars.ContextVar("microbatch_part", default=0)
+
+
+def current_part() -> int:
+    """Inside ``Sink.write``: the index in ``Source.plan``'s list of the split being written
+    (Spark's partition id). 0 outside a write."""
+    return _CURRENT_PART.get()
+
+
+@contextlib.contextmanager
+def part_scope(index: int) -> Iterator[None]:
+    """Make :func:`current_part` return ``index`` inside the block (the engine wraps each
+    ``Sink.write`` in one; tests that call ``write`` directly may too)."""
+    token = _CURRENT_PART.set(index)
+    try:
+        yield
+    finally:
+        _CURRENT_PART.reset(token)
 
 Offset = dict[str, Any]
 """A source position: a JSON-serialisable dict (nested dicts, lists, str, int, float, bool)."""
@@ -149,6 +172,8 @@ class SinkContext:
     partition_by: tuple[str, ...] = ()
     state: StateStore | None = None
     session: Any = None
+    checkpoint_is_temporary: bool = False
+    """True when the user gave no checkpoint: batch ids then restart at 0 on every start."""
     extras: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -210,6 +235,7 @@ class Source(_Connector, ABC):
     def plan(self, start: Offset, end: Offset) -> list[Any]:
         """The data in ``(start, end]`` as independent splits (small, picklable values).
 
+        An empty list is allowed (the batch then has no rows, and the sink still commits it).
         Called once per batch, and again with the same offsets when the batch is replayed;
         a replayable source must then return splits that read the same rows.
         """
@@ -254,8 +280,9 @@ class Sink(_Connector, ABC):
     def write(self, batch_id: int, data: pa.RecordBatchReader) -> Any:
         """Write one part (one split) of batch ``batch_id``; return a small commit message.
 
-        May run on worker threads, several parts of the same batch at once. Nothing written
-        here may become visible to readers before ``commit``.
+        May run on worker threads, several parts of the same batch at once;
+        :func:`current_part` tells which split this is. Nothing written here may become visible
+        to readers before ``commit``.
         """
 
     @abstractmethod

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from .checkpoint import BatchEntry, Checkpoint
-from .connector import Offset, ReadAllAvailable, ReadLimit, Sink, Source
+from .connector import Offset, ReadAllAvailable, ReadLimit, Sink, Source, part_scope
 from .errors import SchemaMismatchError
 from .progress import StreamingQueryProgress, iso_timestamp
 from .transforms import Pipeline
@@ -279,7 +279,8 @@ class MicroBatchEngine:
             reader = pa.RecordBatchReader.from_batches(
                 self.output_schema, self._transformed(splits[index], index, counts)
             )
-            message = self.sink.write(batch_id, reader)
+            with part_scope(index):
+                message = self.sink.write(batch_id, reader)
             self._phase(batch_id, "sink_write_done")
             return message
 

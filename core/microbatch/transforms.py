@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
@@ -37,7 +37,9 @@ __all__ = [
 ]
 
 _MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
-_SCREEN_ROWS = 128  # failing JSON blocks this small are checked row by row with the stdlib
+_JSON = json.JSONDecoder(parse_float=Decimal)
+_PARTS = 16  # a JSON block that fails to read is split in this many parts to find bad rows
+_SCREEN_ROWS = 512  # ... and parts this small are checked row by row with the stdlib
 
 
 @runtime_checkable
@@ -314,13 +316,13 @@ class ParseJson:
             row = min(bad)
             raise TransformError(
                 f"ParseJson: malformed JSON in column '{self.column}' at row {row} of the batch: "
-                f"{bad[row] or self._decoder.reason(lines[row].as_py())} "
+                f"{bad[row] or self._decoder.reason(_raw_text(source, row))} "
                 f"(value: {_preview(source[row].as_py())}); fix the data, or use "
                 "mode='PERMISSIVE' or 'DROPMALFORMED' to null or drop such rows"
             )
         if bad and self.mode == "PERMISSIVE":
             rows = sorted(bad)
-            fixed, _ = _from_python(lines.take(pa.array(rows)).to_pylist(), self._decoder.fields)
+            fixed, _ = self._decoder.python(lines.take(pa.array(rows)).to_pylist())
             for f, values in zip(self._decoder.fields, fixed, strict=True):
                 columns[f.name] = _patch(columns[f.name], rows, values)
         parsed = [(f, columns[f.name]) for f in self._decoder.fields]
@@ -468,11 +470,13 @@ def _type_text(dtype: pa.DataType) -> str:
 
 # -- JSON ------------------------------------------------------------------------------------
 class _JsonDecoder:
-    """Decodes JSON lines (one object per line, no raw newlines, no blanks) into typed arrays.
+    """Decodes JSON object texts, one per row, into typed arrays.
 
-    The fast path is one ``pyarrow.json.read_json`` call for the whole batch. When it fails,
-    halves are retried to isolate the bad rows (blocks of up to ``_SCREEN_ROWS`` rows are first
-    screened with the stdlib), the bad rows are blanked and the batch is read again.
+    The fast path is one ``pyarrow.json.read_json`` call for all rows (the caller guarantees
+    every row starts with "{" and ends with "}", so rows joined with newlines cannot merge, and
+    a row holding two documents shows up in the row count). When it fails, parts of the rows
+    are read again to find the failing ones (parts of up to ``_SCREEN_ROWS`` rows are checked
+    with the stdlib instead); those rows are blanked and the rest is read once more.
     """
 
     def __init__(self, schema: pa.Schema) -> None:
@@ -484,35 +488,50 @@ class _JsonDecoder:
                         f"ParseJson: column '{f.name}' has map keys of type {dtype.key_type}, "
                         "but JSON object keys are strings; use MAP<STRING, ...>"
                     )
+        self.converters = {f.name: _converter(f.type) for f in self.fields}
         self.arrow = pa.schema([f for f in self.fields if _arrow_reads(f)])
         read = pa.schema([f.with_type(_read_type(f.type)) for f in self.arrow])
-        self.options = pajson.ParseOptions(explicit_schema=read, unexpected_field_behavior="ignore")
+        self.options = pajson.ParseOptions(
+            explicit_schema=read, unexpected_field_behavior="ignore", newlines_in_values=True
+        )
 
     def decode(self, lines: pa.Array) -> tuple[dict[str, pa.Array], dict[int, str | None]]:
         """Arrays by field name, aligned with ``lines``, and the bad rows (reason if known)."""
         bad: dict[int, str | None] = {}
-        table = self._read_tolerant(lines, bad) if len(self.arrow) else None
+        table = self._read(lines)[0] if len(self.arrow) else None
+        if table is None and len(self.arrow):
+            bad = self._isolate(lines, range(len(lines)), screen=True)
+            table = self._read(pc.if_else(_mask(len(lines), bad), "{}", lines))[0]
         columns = {} if table is None else {n: table[n].combine_chunks() for n in self.arrow.names}
         rest = [f for f in self.fields if f.name not in columns]
         if rest:
-            arrays, errors = _from_python(lines.to_pylist(), rest)
+            arrays, errors = self.python(lines.to_pylist(), rest)
             columns.update(zip([f.name for f in rest], arrays, strict=True))
-            for row, reason in errors.items():
-                bad[row] = bad.get(row) or reason
+            bad = {**errors, **{row: reason or errors.get(row) for row, reason in bad.items()}}
         return columns, bad
+
+    def python(
+        self, lines: list[str], fields: list[pa.Field] | None = None
+    ) -> tuple[list[pa.Array], dict[int, str]]:
+        """Decode ``lines`` with the stdlib: one array per field, and the errors by row."""
+        fields = self.fields if fields is None else fields
+        values: list[list[Any]] = [[] for _ in fields]
+        errors: dict[int, str] = {}
+        for row, line in enumerate(lines):
+            document, error = _load_object(line)
+            if error:
+                errors[row] = error
+            for out, f in zip(values, fields, strict=True):
+                try:
+                    out.append(self.converters[f.name](document.get(f.name)))
+                except _Unreadable as exc:
+                    errors.setdefault(row, f"column '{f.name}': {exc}")
+                    out.append(None)
+        return [_array(out, f, errors) for out, f in zip(values, fields, strict=True)], errors
 
     def reason(self, line: str) -> str:
         """Why ``line`` cannot be decoded."""
-        _, errors = _from_python([line], self.fields)
-        return errors.get(0) or self._read(pa.array([line]))[1] or "unknown error"
-
-    def _read_tolerant(self, lines: pa.Array, bad: dict[int, str | None]) -> pa.Table | None:
-        table, _ = self._read(lines)
-        if table is None:
-            bad.update(self._isolate(lines, range(len(lines)), screen=True))
-            blanked = pc.if_else(pa.array([row in bad for row in range(len(lines))]), "{}", lines)
-            table, _ = self._read(blanked)
-        return table
+        return self.python([line])[1].get(0) or self._read(pa.array([line]))[1] or "unknown error"
 
     def _isolate(self, lines: pa.Array, rows: Sequence[int], screen: bool) -> dict[int, str | None]:
         """The rows among ``rows`` (which fail to read together) that Arrow cannot read."""
@@ -520,16 +539,17 @@ class _JsonDecoder:
             return {rows[0]: None}
         bad: dict[int, str | None] = {}
         if screen and len(rows) <= _SCREEN_ROWS:
-            _, errors = _from_python(_take(lines, rows).to_pylist(), self.fields)
+            _, errors = self.python(_take(lines, rows).to_pylist())
             bad = {rows[i]: reason for i, reason in errors.items()}
             rest = [row for row in rows if row not in bad]
             if rest and self._read(_take(lines, rest))[0] is None:
                 bad.update(self._isolate(lines, rest, screen=False))
             return bad
-        middle = len(rows) // 2
-        for half in (rows[:middle], rows[middle:]):
-            if self._read(_take(lines, half))[0] is None:
-                bad.update(self._isolate(lines, half, screen))
+        size = -(-len(rows) // _PARTS)
+        for start in range(0, len(rows), size):
+            part = rows[start : start + size]
+            if self._read(_take(lines, part))[0] is None:
+                bad.update(self._isolate(lines, part, screen))
         return bad
 
     def _read(self, lines: pa.Array) -> tuple[pa.Table | None, str]:
@@ -537,7 +557,8 @@ class _JsonDecoder:
         one_list = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
         data = pc.binary_join(one_list, "\n")[0].as_buffer()
         longest = pc.max(pc.binary_length(lines)).as_py() or 0
-        options = pajson.ReadOptions(block_size=max(1 << 20, longest + 2))
+        block = max(1 << 20, longest + 2)  # threads only pay off with several blocks
+        options = pajson.ReadOptions(use_threads=data.size > 2 * block, block_size=block)
         try:
             table = pajson.read_json(pa.BufferReader(data), options, self.options)
             if table.num_rows != len(lines):
@@ -548,7 +569,8 @@ class _JsonDecoder:
 
 
 def _json_lines(source: pa.Array, name: str) -> tuple[pa.Array, dict[int, str | None]]:
-    """One line per row of ``source`` ("{}" for null, blank and unusable rows) and the bad rows."""
+    """One JSON object text per row of ``source`` ("{}" for null, blank and malformed rows),
+    and the rows known to be malformed."""
     if pa.types.is_binary(source.type) or pa.types.is_large_binary(source.type):
         text, bad = _utf8(source)
     elif pa.types.is_string(source.type) or pa.types.is_large_string(source.type):
@@ -558,20 +580,17 @@ def _json_lines(source: pa.Array, name: str) -> tuple[pa.Array, dict[int, str | 
             f"ParseJson: column '{name}' has type {source.type}; it must be string or binary "
             f"(cast it first, e.g. Cast.of({{'{name}': 'STRING'}}))"
         )
-    blank = pc.fill_null(pc.match_substring_regex(text, r"^\s*$"), True)
-    lines = pc.if_else(blank, "{}", text)
-    multiline = pc.or_(pc.match_substring(lines, "\n"), pc.match_substring(lines, "\r"))
-    if pc.any(multiline).as_py():
-        rows = pc.indices_nonzero(multiline).to_pylist()
-        flat = []
-        for row in rows:
-            document = lines[row].as_py()
-            _, error = _load_object(document)
-            if error:
-                bad[row] = error
-            flat.append("{}" if error else document.replace("\r", " ").replace("\n", " "))
-        lines = pc.replace_with_mask(lines, multiline, pa.array(flat, lines.type))
-    return lines, bad
+    shaped = _shaped(text)
+    if not pc.all(shaped).as_py():
+        text = pc.utf8_trim_whitespace(text)
+        shaped = _shaped(text)
+        odd = pc.and_(pc.invert(shaped), pc.greater(pc.binary_length(text), 0))
+        bad.update(dict.fromkeys(pc.indices_nonzero(pc.fill_null(odd, False)).to_pylist()))
+    return pc.if_else(pc.fill_null(shaped, False), text, "{}"), bad
+
+
+def _shaped(text: pa.Array) -> pa.Array:
+    return pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))
 
 
 def _utf8(source: pa.Array) -> tuple[pa.Array, dict[int, str | None]]:
@@ -590,23 +609,6 @@ def _utf8(source: pa.Array) -> tuple[pa.Array, dict[int, str | None]]:
     return pa.array(texts, pa.string()), bad
 
 
-def _from_python(lines: list[str], fields: list[pa.Field]) -> tuple[list[pa.Array], dict[int, str]]:
-    """Decode ``lines`` with the stdlib: one array per field, and the errors by row."""
-    values: list[list[Any]] = [[] for _ in fields]
-    errors: dict[int, str] = {}
-    for row, line in enumerate(lines):
-        document, error = _load_object(line)
-        if error:
-            errors[row] = error
-        for out, f in zip(values, fields, strict=True):
-            try:
-                out.append(_coerce(document.get(f.name), f.type))
-            except (ValueError, TypeError, ArithmeticError) as exc:
-                errors.setdefault(row, f"column '{f.name}': {exc}")
-                out.append(None)
-    return [_array(out, f, errors) for out, f in zip(values, fields, strict=True)], errors
-
-
 def _array(values: list[Any], column: pa.Field, errors: dict[int, str]) -> pa.Array:
     try:
         return pa.array(values, column.type)
@@ -623,7 +625,7 @@ def _array(values: list[Any], column: pa.Field, errors: dict[int, str]) -> pa.Ar
 
 def _load_object(line: str) -> tuple[dict[str, Any], str | None]:
     try:
-        document = json.loads(line, parse_float=Decimal)
+        document = _JSON.decode(line)
     except json.JSONDecodeError as exc:
         return {}, f"invalid JSON: {exc}"
     except RecursionError:
@@ -633,58 +635,67 @@ def _load_object(line: str) -> tuple[dict[str, Any], str | None]:
     return document, None
 
 
-def _coerce(value: Any, dtype: pa.DataType) -> Any:
-    """``value`` from ``json.loads`` as a Python value for ``dtype``; ValueError if it cannot."""
-    if value is None:
-        return None
-    ok = True
+class _Unreadable(ValueError):
+    """A JSON value that cannot mean its column's type."""
+
+
+def _converter(dtype: pa.DataType) -> Callable[[Any], Any]:
+    """A function turning a ``json.loads`` value into a Python value for ``dtype``.
+
+    It raises ``_Unreadable`` when the JSON type does not match (the rules of ``read_json``).
+    """
     if isinstance(dtype, pa.StructType):
-        ok = isinstance(value, dict)
-        if ok:
-            return {f.name: _coerce(value.get(f.name), f.type) for f in dtype}
-    elif isinstance(dtype, pa.MapType):
-        ok = isinstance(value, dict)
-        if ok:
-            return [(k, _coerce(v, dtype.item_type)) for k, v in value.items()]
-    elif isinstance(dtype, pa.ListType | pa.LargeListType):
-        ok = isinstance(value, list)
-        if ok:
-            return [_coerce(v, dtype.value_type) for v in value]
-    elif pa.types.is_boolean(dtype):
-        ok = isinstance(value, bool)
-    elif pa.types.is_integer(dtype):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif pa.types.is_floating(dtype):
-        ok = isinstance(value, int | float | Decimal) and not isinstance(value, bool)
-        if ok:
-            return float(value)
-    elif pa.types.is_decimal(dtype):
-        ok = isinstance(value, int | Decimal | str) and not isinstance(value, bool)
-        with suppress(ArithmeticError):
-            return Decimal(value) if ok else None
-        ok = False
-    elif pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
-        ok = isinstance(value, str)
-    elif pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
-        ok = isinstance(value, str)
-        if ok:
-            return value.encode()
-    elif pa.types.is_date(dtype) or pa.types.is_timestamp(dtype):
-        ok = isinstance(value, str)
-        if ok:
-            return _moment(value, dtype)
-    if not ok:
-        raise ValueError(f"cannot read {_preview(value)} as {_type_text(dtype)}")
-    return value
-
-
-def _moment(text: str, dtype: pa.DataType) -> date | datetime:
+        items = [(f.name, _converter(f.type)) for f in dtype]
+        return _checked((dict,), dtype, lambda v: {n: to(v.get(n)) for n, to in items})
+    if isinstance(dtype, pa.MapType):
+        to_item = _converter(dtype.item_type)
+        return _checked((dict,), dtype, lambda v: [(k, to_item(x)) for k, x in v.items()])
+    if isinstance(dtype, pa.ListType | pa.LargeListType):
+        to_value = _converter(dtype.value_type)
+        return _checked((list,), dtype, lambda v: [to_value(x) for x in v])
+    if pa.types.is_floating(dtype):
+        return _checked((int, float, Decimal), dtype, float)
+    if pa.types.is_decimal(dtype):
+        return _checked((int, Decimal, str), dtype, Decimal)
+    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
+        return _checked((str,), dtype, str.encode)
     if pa.types.is_date(dtype):
-        return date.fromisoformat(text)
+        return _checked((str,), dtype, date.fromisoformat)
+    if pa.types.is_timestamp(dtype):
+        return _checked((str,), dtype, partial(_timestamp, utc=dtype.tz is not None))
+    kinds: tuple[type, ...] = (object,)
+    if pa.types.is_boolean(dtype):
+        kinds = (bool,)
+    elif pa.types.is_integer(dtype):
+        kinds = (int,)
+    elif pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        kinds = (str,)
+    return _checked(kinds, dtype, lambda v: v)
+
+
+def _checked(
+    kinds: tuple[type, ...], dtype: pa.DataType, convert: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
+    def run(value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
+            try:
+                return convert(value)
+            except _Unreadable:
+                raise
+            except (ValueError, ArithmeticError):
+                pass
+        raise _Unreadable(f"cannot read {_preview(value)} as {_type_text(dtype)}")
+
+    return run
+
+
+def _timestamp(text: str, utc: bool) -> datetime:
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC)
-    return moment.replace(tzinfo=UTC if dtype.tz else None)
+    return moment.replace(tzinfo=UTC if utc else None)
 
 
 def _nested_types(dtype: pa.DataType) -> Iterator[pa.DataType]:
@@ -722,6 +733,10 @@ def _take(lines: pa.Array, rows: Sequence[int]) -> pa.Array:
     return lines.take(pa.array(rows, pa.int64()))
 
 
+def _mask(length: int, rows: Mapping[int, object]) -> pa.Array:
+    return pa.array([row in rows for row in range(length)], pa.bool_())
+
+
 def _patch(column: pa.Array, rows: list[int], values: pa.Array) -> pa.Array:
     """``column`` with ``values`` at positions ``rows``."""
     indices = list(range(len(column)))
@@ -735,9 +750,13 @@ def _corrupt(source: pa.Array, bad: dict[int, str | None]) -> pa.Array:
         return pa.nulls(len(source), pa.string())
     texts: list[str | None] = [None] * len(source)
     for row in bad:
-        raw = source[row].as_py()
-        texts[row] = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        texts[row] = _raw_text(source, row)
     return pa.array(texts, pa.string())
+
+
+def _raw_text(source: pa.Array, row: int) -> str:
+    raw = source[row].as_py()
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else raw
 
 
 def _preview(value: Any) -> str:

@@ -216,6 +216,7 @@ class DataStreamWriter:
                     partition_by=self._partition_by,
                     state=checkpoint.sink_state(),
                     session=session,
+                    checkpoint_is_temporary=temporary,
                 )
             )
             parts.append(sink)

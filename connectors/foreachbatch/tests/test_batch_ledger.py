@@ -59,7 +59,9 @@ def test_creates_the_ledger_table(db_path: Path, connection: sqlite3.Connection)
     assert keys == ["query_key", "batch_id"]
 
 
-def test_apply_once_writes_rows_and_mark_together(db_path: Path, connection: sqlite3.Connection) -> None:
+def test_apply_once_writes_rows_and_mark_together(
+    db_path: Path, connection: sqlite3.Connection
+) -> None:
     ledger = BatchLedger(connection, key="orders")
     assert ledger.last_applied() is None
     assert ledger.apply_once(0, insert([(1, 10), (2, 20)])) is True
@@ -94,7 +96,9 @@ def test_replay_after_reconnecting_is_skipped(db_path: Path) -> None:
     assert stored(db_path) == [(3, 30)]
 
 
-def test_failure_inside_the_batch_keeps_nothing(db_path: Path, connection: sqlite3.Connection) -> None:
+def test_failure_inside_the_batch_keeps_nothing(
+    db_path: Path, connection: sqlite3.Connection
+) -> None:
     ledger = BatchLedger(connection, key="orders")
 
     def half_then_fail(conn: Any) -> None:
@@ -130,7 +134,9 @@ def test_a_crash_before_commit_loses_both_rows_and_mark(db_path: Path) -> None:
     assert stored(db_path) == [(1, 10)]
 
 
-def test_mark_applied_joins_the_callers_transaction(db_path: Path, connection: sqlite3.Connection) -> None:
+def test_mark_applied_joins_the_callers_transaction(
+    db_path: Path, connection: sqlite3.Connection
+) -> None:
     ledger = BatchLedger(connection, key="orders")
     connection.execute("INSERT INTO orders VALUES (5, 50)")
     ledger.mark_applied(5)
@@ -153,7 +159,9 @@ def test_marking_twice_violates_the_primary_key(connection: sqlite3.Connection) 
         ledger.mark_applied(1)
 
 
-def test_a_concurrent_writer_that_applied_first_wins(db_path: Path, connection: sqlite3.Connection) -> None:
+def test_a_concurrent_writer_that_applied_first_wins(
+    db_path: Path, connection: sqlite3.Connection
+) -> None:
     ours = BatchLedger(connection, key="orders")
 
     def other_writer_then_us(conn: Any) -> None:
@@ -250,7 +258,10 @@ def test_paramstyle_comes_from_the_driver(connection: sqlite3.Connection) -> Non
     ],
 )
 def test_placeholders_for_every_paramstyle(style: str, sql: str, values: Any) -> None:
-    assert _render("a = {} AND b = {}", (("query_key", "x"), ("batch_id", 1)), style) == (sql, values)
+    assert _render("a = {} AND b = {}", (("query_key", "x"), ("batch_id", 1)), style) == (
+        sql,
+        values,
+    )
 
 
 @pytest.mark.parametrize("style", ["qmark", "numeric", "named"])

@@ -115,7 +115,9 @@ def test_function_is_required() -> None:
 
 
 def test_function_must_be_callable() -> None:
-    with pytest.raises(ConfigurationError, match="must be a callable function\\(batch, batch_id\\), got str"):
+    with pytest.raises(
+        ConfigurationError, match="must be a callable function\\(batch, batch_id\\), got str"
+    ):
         make_sink("print")
 
 
@@ -133,7 +135,9 @@ def keyword_only(batch: pa.Table, *, batch_id: int) -> None:
 
 @pytest.mark.parametrize("function", [one_argument, three_arguments, keyword_only, lambda: None])
 def test_function_must_take_two_positional_arguments(function: Any) -> None:
-    with pytest.raises(ConfigurationError, match="cannot be called as function\\(batch, batch_id\\)"):
+    with pytest.raises(
+        ConfigurationError, match="cannot be called as function\\(batch, batch_id\\)"
+    ):
         make_sink(function)
 
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pytest
 from microbatch import ConfigurationError, Guarantee, OutputMode, SinkContext
+from microbatch.connector import part_scope
 from microbatch.errors import OptionError
 from microbatch_foreachbatch import ForeachSink
 
@@ -18,6 +19,12 @@ SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 def make_sink(writer: Any) -> ForeachSink:
     options = ForeachSink.options.parse({"writer": writer}, connector="foreach")
     return ForeachSink(SinkContext(options=options, schema=SCHEMA))
+
+
+def write(sink: ForeachSink, batch_id: int, index: int, reader: pa.RecordBatchReader) -> Any:
+    """Write one split as the engine does: with its index as the current part."""
+    with part_scope(index):
+        return sink.write(batch_id, reader)
 
 
 def part(*ids: int) -> pa.RecordBatchReader:
@@ -76,7 +83,7 @@ def test_function_is_called_with_every_row_as_a_dict() -> None:
 
 def test_open_process_close_per_partition_with_the_batch_id(events: list[Any]) -> None:
     sink = make_sink(EventWriter())
-    messages = [sink.write(5, part(1, 2)), sink.write(5, part(3))]
+    messages = [write(sink, 5, 0, part(1, 2)), write(sink, 5, 1, part(3))]
     sink.commit(5, messages)
     assert messages == [2, 1]
     assert events == [
@@ -93,7 +100,7 @@ def test_open_process_close_per_partition_with_the_batch_id(events: list[Any]) -
 def test_partition_ids_restart_with_each_batch(events: list[Any]) -> None:
     sink = make_sink(EventWriter())
     for batch_id in (0, 1):
-        messages = [sink.write(batch_id, part(i)) for i in range(3)]
+        messages = [write(sink, batch_id, i, part(i)) for i in range(3)]
         sink.commit(batch_id, messages)
     opens = [event[1:] for event in events if event[0] == "open"]
     assert opens == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
@@ -101,16 +108,16 @@ def test_partition_ids_restart_with_each_batch(events: list[Any]) -> None:
 
 def test_an_aborted_batch_replays_with_the_same_partition_ids(events: list[Any]) -> None:
     sink = make_sink(EventWriter())
-    messages = [sink.write(2, part(1)), sink.write(2, part(2))]
+    messages = [write(sink, 2, 0, part(1)), write(sink, 2, 1, part(2))]
     sink.abort(2, messages)
-    sink.commit(2, [sink.write(2, part(1)), sink.write(2, part(2))])
+    sink.commit(2, [write(sink, 2, 0, part(1)), write(sink, 2, 1, part(2))])
     opens = [event[1:] for event in events if event[0] == "open"]
     assert opens == [(0, 2), (1, 2), (0, 2), (1, 2)]
 
 
 def test_parallel_splits_get_distinct_partition_ids(events: list[Any]) -> None:
     sink = make_sink(EventWriter())
-    threads = [threading.Thread(target=sink.write, args=(0, part(i))) for i in range(16)]
+    threads = [threading.Thread(target=write, args=(sink, 0, i, part(i))) for i in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -274,7 +281,10 @@ class CloseWrongArity:
 @pytest.mark.parametrize(
     ("writer", "message"),
     [
-        (NoProcess(), "foreach writer NoProcess has no 'process' method: pass a function f\\(row\\)"),
+        (
+            NoProcess(),
+            "foreach writer NoProcess has no 'process' method: pass a function f\\(row\\)",
+        ),
         (ProcessNotCallable(), "Attribute 'process' .* is not callable"),
         (OpenNotCallable(), "Attribute 'open' .* is not callable"),
         (OpenWrongArity(), "cannot be called as open\\(partition_id, epoch_id\\)"),

@@ -19,7 +19,9 @@ def test_noop_reads_every_row_of_every_part() -> None:
             produced.append(start)
             yield pa.RecordBatch.from_pydict({"value": list(range(start, start + 10))}, SCHEMA)
 
-    sink = NoopSink(SinkContext(options=NoopSink.options.parse({}, connector="noop"), schema=SCHEMA))
+    sink = NoopSink(
+        SinkContext(options=NoopSink.options.parse({}, connector="noop"), schema=SCHEMA)
+    )
     message = sink.write(0, pa.RecordBatchReader.from_batches(SCHEMA, batches()))
     sink.commit(0, [message])
     sink.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 
 import microbatch as mb
 import microbatch_memory
@@ -44,8 +45,10 @@ def rows(*pairs: tuple[str, int]) -> pa.Table:
 
 
 def run_batch(sink: MemorySink, batch_id: int, *parts: pa.Table) -> None:
-    messages = [sink.write(batch_id, pa.RecordBatchReader.from_batches(SCHEMA, p.to_batches()))
-                for p in parts]
+    messages = [
+        sink.write(batch_id, pa.RecordBatchReader.from_batches(SCHEMA, p.to_batches()))
+        for p in parts
+    ]
     sink.commit(batch_id, messages)
 
 
@@ -204,11 +207,12 @@ def test_tables_are_released_with_their_session() -> None:
     session = new_session()
     sink = make_sink(session)
     run_batch(sink, 0, rows(("a", 1)))
-    assert len(microbatch_memory.table._TABLES) >= 1
-    count = len(microbatch_memory.table._TABLES)
+    assert session in microbatch_memory.table._TABLES
+    session_ref, table_ref = weakref.ref(session), weakref.ref(sink.table)
     del session, sink
     gc.collect()
-    assert len(microbatch_memory.table._TABLES) == count - 1
+    assert session_ref() is None  # the module-level registry does not keep a session alive
+    assert table_ref() is None
 
 
 def test_works_without_a_session() -> None:

@@ -39,7 +39,7 @@ def test_rows_per_batch_is_required() -> None:
 )
 def test_negative_settings_are_refused(name: str, value: int) -> None:
     with pytest.raises(OptionError, match=name):
-        make_micro(rowsPerBatch=1, **{name: value})
+        RateMicroBatchSource.options.parse({"rowsPerBatch": 1, name: value}, connector="rate")
 
 
 def test_describe_and_capabilities() -> None:

@@ -284,14 +284,6 @@ def test_replayed_batch_after_restart_is_lost_with_a_warning(
     assert read_values(source, {"offset": 5}, end) == ["fresh"]
 
 
-def test_not_fault_tolerant_warning_at_start(
-    line_server: LineServer, sources: list[SocketSource], caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.WARNING, logger="microbatch_socket.source"):
-        sources.append(open_source(line_server))
-    assert "not fault tolerant" in caplog.text
-
-
 @pytest.mark.parametrize("offset", [{"seconds": 1}, {"offset": -1}, {"offset": "2"}, None])
 def test_foreign_offsets_are_refused(
     offset: Any, line_server: LineServer, sources: list[SocketSource]

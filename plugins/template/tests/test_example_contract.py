@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import microbatch as mb
 import pyarrow as pa
 import pyarrow.json as pajson
 from microbatch_example import CounterSource, JsonLinesSink
 from microbatch_testkit import SinkContract, SourceContract
-
-import microbatch as mb
 
 
 class TestCounterSourceContract(SourceContract):
@@ -54,7 +53,9 @@ class TestJsonLinesSinkContract(SinkContract):
 
 
 def test_counter_values_follow_step() -> None:
-    options = CounterSource.options.parse({"rowsPerBatch": 3, "step": 5}, connector="example-counter")
+    options = CounterSource.options.parse(
+        {"rowsPerBatch": 3, "step": 5}, connector="example-counter"
+    )
     source = CounterSource(mb.SourceContext(options=options))
     end = source.latest_offset(source.initial_offset(), source.default_read_limit())
     [split] = source.plan(source.initial_offset(), end)

@@ -148,7 +148,10 @@ def test_correct_sink_passes_and_each_broken_one_fails_its_check(run: pytest.Run
 
 def test_failures_show_the_differing_rows(run: pytest.RunResult) -> None:
     text = "\n".join(run.outlines)
-    assert "after a new instance re-ran write and commit of batch 0: expected 5 rows, received 10" in text
+    assert (
+        "after a new instance re-ran write and commit of batch 0: expected 5 rows, received 10"
+        in text
+    )
     assert "after batch 1 was written but not committed" in text
     assert "expected, not received (1):" in text
     assert "'id': 3, 'small': None, 'text': None" in text

@@ -200,7 +200,6 @@ def failures(outlines: list[str]) -> dict[str, set[str]]:
     return found
 
 
-
 @pytest.fixture
 def run(pytester: pytest.Pytester) -> pytest.RunResult:
     pytester.makepyfile(test_sources=SOURCES)

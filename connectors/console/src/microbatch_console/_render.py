@@ -7,7 +7,7 @@ import decimal
 import io
 import math
 import struct
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -28,7 +28,7 @@ def show_string(table: pa.Table, num_rows: int = 20, truncate: bool = True) -> s
     from rich.text import Text
 
     shown = table.slice(0, num_rows)
-    justify = "right" if truncate else "left"
+    justify: Literal["right", "left"] = "right" if truncate else "left"
     grid = Table(box=box.ASCII2, padding=0, show_edge=True, highlight=False)
     for name in table.column_names:
         grid.add_column(Text(_fit(name, truncate)), justify=justify, min_width=3, no_wrap=True)
@@ -36,9 +36,7 @@ def show_string(table: pa.Table, num_rows: int = 20, truncate: bool = True) -> s
     for row in zip(*columns, strict=True):
         grid.add_row(*(Text(cell) for cell in row))
     buffer = io.StringIO()
-    console = Console(
-        file=buffer, width=1_000_000, color_system=None, highlight=False, emoji=False
-    )
+    console = Console(file=buffer, width=1_000_000, color_system=None, highlight=False, emoji=False)
     console.print(grid)
     text = buffer.getvalue()
     if table.num_rows > num_rows:
@@ -104,14 +102,15 @@ def _float_text(value: float, *, single: bool) -> str:
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
     if single:  # the shortest text that reads back as the same 32-bit float
-        for digits in range(1, 10):
-            candidate = float(f"{value:.{digits}g}")
+        for precision in range(1, 10):
+            candidate = float(f"{value:.{precision}g}")
             if struct.unpack("f", struct.pack("f", candidate))[0] == value:
                 value = candidate
                 break
     if value == 0 or 1e-3 <= abs(value) < 1e7:
         return repr(value)
-    sign, digits, _ = decimal.Decimal(repr(value)).as_tuple()
-    mantissa = "".join(map(str, digits)).rstrip("0") or "0"
-    exponent = decimal.Decimal(repr(value)).adjusted()
+    exact = decimal.Decimal(repr(value))
+    mantissa = "".join(str(digit) for digit in exact.as_tuple().digits).rstrip("0") or "0"
+    exponent = exact.adjusted()
+    sign = exact.is_signed()
     return f"{'-' if sign else ''}{mantissa[0]}.{mantissa[1:] or '0'}E{exponent}"

@@ -29,6 +29,5 @@ def check_arguments(function: Any, arguments: tuple[Any, ...], what: str, usage:
         signature.bind(*arguments)
     except TypeError as error:
         raise ConfigurationError(
-            f"{what} {describe_callable(function)}{signature} cannot be called as {usage}: "
-            f"{error}"
+            f"{what} {describe_callable(function)}{signature} cannot be called as {usage}: {error}"
         ) from None

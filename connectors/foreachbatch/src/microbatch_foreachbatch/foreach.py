@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import pyarrow as pa
-from microbatch.connector import Guarantee, OutputMode, Sink, SinkContext
+from microbatch.connector import Guarantee, OutputMode, Sink, SinkContext, current_part
 from microbatch.errors import ConfigurationError
 from microbatch.options import Option, OptionSpec
 
@@ -34,7 +33,8 @@ class ForeachSink(Sink):
     value the split's rows are not processed. ``close(error)`` is called whenever ``open``
     returned (or there is no ``open``), with the exception ``process`` raised or ``None``; the
     exception is then re-raised and stops the query. When ``open`` raises, ``close`` is not
-    called. Partition ids count the splits of one batch from 0.
+    called. Partition ids number the splits of one batch from 0, in the order their writes
+    start (with parallel writes that need not be the order of the source's plan).
 
     Like Spark's per-task copy, each split works on a fresh ``copy.deepcopy`` of a writer
     object, so per-split state (a connection opened in ``open``) is never shared between splits
@@ -63,8 +63,6 @@ class ForeachSink(Sink):
         super().__init__(context)
         self.writer: Any = self.opts.writer
         self._is_function = _validate(self.writer)
-        self._lock = threading.Lock()
-        self._next_partition: dict[int, int] = {}
         self._warned_uncopyable = False
 
     def describe(self) -> str:
@@ -72,26 +70,13 @@ class ForeachSink(Sink):
 
     def write(self, batch_id: int, data: pa.RecordBatchReader) -> int:
         """Run the writer over one split; returns the number of rows processed."""
-        partition_id = self._claim_partition(batch_id)
+        partition_id = current_part()
         if self._is_function:
             return _process_rows(self.writer, _rows(data))
         return _run_writer(self._fresh_writer(), partition_id, batch_id, data)
 
     def commit(self, batch_id: int, messages: list[Any]) -> None:
-        self._forget(batch_id)
-
-    def abort(self, batch_id: int, messages: list[Any]) -> None:
-        self._forget(batch_id)
-
-    def _claim_partition(self, batch_id: int) -> int:
-        with self._lock:
-            partition_id = self._next_partition.get(batch_id, 0)
-            self._next_partition[batch_id] = partition_id + 1
-            return partition_id
-
-    def _forget(self, batch_id: int) -> None:
-        with self._lock:
-            self._next_partition.pop(batch_id, None)
+        """Nothing to do: rows were handed to the writer as they were read."""
 
     def _fresh_writer(self) -> Any:
         try:

@@ -160,7 +160,9 @@ class BatchLedger:
 
     def reset(self) -> None:
         """Forget every batch id under this key and commit (after deleting its checkpoint)."""
-        self._execute(f"DELETE FROM {self.table} WHERE query_key = {{}}", (("query_key", self.key),))
+        self._execute(
+            f"DELETE FROM {self.table} WHERE query_key = {{}}", (("query_key", self.key),)
+        )
         self.connection.commit()
 
     def _require_transactions(self) -> None:
@@ -221,9 +223,7 @@ def _driver_attribute(connection: Any, name: str) -> Any:
     return None
 
 
-def _render(
-    template: str, parameters: Sequence[tuple[str, Any]], style: str
-) -> tuple[str, Any]:
+def _render(template: str, parameters: Sequence[tuple[str, Any]], style: str) -> tuple[str, Any]:
     """Fill the ``{}`` slots of ``template`` with placeholders of ``style``."""
     names = [name for name, _ in parameters]
     values = [value for _, value in parameters]

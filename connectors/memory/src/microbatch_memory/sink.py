@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import ClassVar
 
 import pyarrow as pa
@@ -12,6 +13,8 @@ from microbatch.options import OptionSpec
 from .table import MemoryTable, attach_table
 
 __all__ = ["MemorySink"]
+
+log = logging.getLogger(__name__)
 
 
 class MemorySink(BatchSink):
@@ -36,7 +39,7 @@ class MemorySink(BatchSink):
         name = context.query_name
         if not name:
             raise ConfigurationError(
-                "queryName must be specified for memory sink: call .query_name(\"...\") on "
+                'queryName must be specified for memory sink: call .query_name("...") on '
                 "write_stream before start()"
             )
         self.table: MemoryTable = attach_table(
@@ -47,9 +50,9 @@ class MemorySink(BatchSink):
             context.session.register_table(name, self.table.to_table)
 
     def add_batch(self, batch_id: int, table: pa.Table) -> None:
-        self.table.apply(
-            batch_id, table, replace=self.context.output_mode == OutputMode.COMPLETE
-        )
+        replace = self.context.output_mode == OutputMode.COMPLETE
+        if not self.table.apply(batch_id, table, replace=replace):
+            log.info("memory table '%s' already holds batch %d: skipped", self.table.name, batch_id)
 
     def describe(self) -> str:
         return f"MemorySink[{self.table.name}]"

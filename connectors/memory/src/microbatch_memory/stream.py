@@ -203,6 +203,6 @@ def _position(offset: Offset) -> int:
     value = offset.get("offset") if isinstance(offset, Mapping) else None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise SourceError(
-            f"Invalid MemoryStream offset {offset!r}: expected {{\"offset\": <number of batches>}}"
+            f'Invalid MemoryStream offset {offset!r}: expected {{"offset": <number of batches>}}'
         )
     return value

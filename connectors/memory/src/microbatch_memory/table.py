@@ -37,7 +37,9 @@ class MemoryTable:
         self._cached: pa.Table | None = None
 
     def __repr__(self) -> str:
-        return f"MemoryTable(name={self.name!r}, batches={len(self.batch_ids)}, rows={self.num_rows})"
+        return (
+            f"MemoryTable(name={self.name!r}, batches={len(self.batch_ids)}, rows={self.num_rows})"
+        )
 
     @property
     def batch_ids(self) -> list[int]:

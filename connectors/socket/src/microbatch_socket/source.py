@@ -96,11 +96,6 @@ class SocketSource(Source):
         self._stopping = False
         self._finished = threading.Event()
         self._socket = self._connect()
-        log.warning(
-            "The socket source (%s) is not fault tolerant: received lines are kept only in "
-            "memory and cannot be read again after a restart. Use it for testing only.",
-            self.address,
-        )
         self._thread = threading.Thread(
             target=self._receive, name=f"microbatch-socket-{self.address}", daemon=True
         )

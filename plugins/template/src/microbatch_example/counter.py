@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import microbatch as mb
 import pyarrow as pa
 import pyarrow.compute as pc
-
-import microbatch as mb
 
 __all__ = ["CounterSource"]
 

@@ -11,9 +11,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 import microbatch as mb
+import pyarrow as pa
 
 __all__ = ["JsonLinesSink"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,13 @@ class ContractBase:
 
     Per test, ``self.tmp_path`` is a fresh folder and ``self.state`` a fresh
     :class:`~microbatch.StateStore` inside it; both are set before any hook is called.
+    ``self.built`` lists the connectors the test built so far (all stopped at its end).
     """
 
     __test__ = False
     tmp_path: Path
     state: StateStore
+    built: list[Any]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -56,13 +59,12 @@ class ContractBase:
         self.state = StateStore(str(tmp_path / "state"))
         self._session_made = False
         self._session: Any = None
-        self._built: list[Any] = []
+        self.built = []
         yield
-        for connector in reversed(self._built):
-            try:
+        for connector in reversed(self.built):
+            # test_stop_is_idempotent reports stop() failures; teardown stays quiet
+            with contextlib.suppress(Exception):
                 connector.stop()
-            except Exception:  # noqa: S110 - test_stop_is_idempotent reports stop() failures
-                pass
 
     @property
     def session(self) -> Any:
@@ -76,7 +78,8 @@ class ContractBase:
         raise NotImplementedError
 
     def _spec(self) -> OptionSpec:
-        return self._connector_class().options  # type: ignore[no-any-return]
+        spec: OptionSpec = self._connector_class().options
+        return spec
 
     def _build_any(self, options: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -99,8 +102,10 @@ class ContractBase:
                     f"{expected!r}:\n{error}"
                 )
             else:
-                pytest.fail(f"options {show(raw)} were accepted; expected an OptionError "
-                            f"containing {expected!r}")
+                pytest.fail(
+                    f"options {show(raw)} were accepted; expected an OptionError "
+                    f"containing {expected!r}"
+                )
 
     def test_unknown_option_is_rejected(self) -> None:
         spec = self._spec()

@@ -36,15 +36,18 @@ EDGE_SCHEMA = pa.schema(
 )
 """The schema of :func:`edge_batches`."""
 
-SIMPLE_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+SIMPLE_SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())]
+)
 """The schema of :func:`simple_batches`."""
 
-_EPOCH = datetime(2024, 3, 10, 6, 59, 59, 999999, tzinfo=UTC)  # just before a DST change in New York
+# Just before clocks change in New York.
+_EPOCH = datetime(2024, 3, 10, 6, 59, 59, 999999, tzinfo=UTC)
 _MINUS_FIVE = timezone(timedelta(hours=-5))
 
 
 def _edge_rows() -> list[list[dict[str, object]]]:
-    first = [
+    first: list[dict[str, object]] = [
         {
             "id": 0,
             "small": 2**31 - 1,
@@ -59,7 +62,7 @@ def _edge_rows() -> list[list[dict[str, object]]]:
         {
             "id": 1,
             "small": -(2**31),
-            "text": "héllo wörld, 日本語, emoji 🎉, quote \" backslash \\ newline \n tab \t",
+            "text": 'héllo wörld, 日本語, emoji 🎉, quote " backslash \\ newline \n tab \t',
             "score": -0.0,
             "flag": False,
             "tags": [],
@@ -79,7 +82,7 @@ def _edge_rows() -> list[list[dict[str, object]]]:
             "at_local": datetime(2000, 1, 1, tzinfo=UTC),
         },
     ]
-    nulls = [
+    nulls: list[dict[str, object]] = [
         {
             "id": 3,
             "small": None,
@@ -103,7 +106,8 @@ def _edge_rows() -> list[list[dict[str, object]]]:
             "at_local": None,
         },
     ]
-    return [first, [], nulls]
+    empty: list[dict[str, object]] = []
+    return [first, empty, nulls]
 
 
 def edge_batches() -> list[pa.RecordBatch]:

@@ -122,7 +122,7 @@ class SinkContract(ContractBase):
             extras=self.make_context_extras(),
         )
         sink = cls(context)
-        self._built.append(sink)
+        self.built.append(sink)
         return sink
 
     def write_parts(self, sink: Sink, batch_id: int, parts: Parts) -> list[Any]:
@@ -217,7 +217,9 @@ class SinkContract(ContractBase):
         empty = [pa.RecordBatch.from_pylist([], schema=self.input_schema())]
         self.run_batch(sink, 0, [empty])
         sink.commit(1, [])
-        self.assert_contents(sink, self._expected([]), "after an empty batch and a batch of no parts")
+        self.assert_contents(
+            sink, self._expected([]), "after an empty batch and a batch of no parts"
+        )
         batches = self.input_batches()
         self.run_batch(sink, 2, [batches])
         self.assert_contents(sink, self._expected([self._table(batches)]), "after batch 2")
@@ -228,7 +230,9 @@ class SinkContract(ContractBase):
         assert modes, f"{cls.__qualname__}.output_modes is empty"
         unknown = [mode for mode in modes if not isinstance(mode, OutputMode)]
         assert not unknown, f"{cls.__qualname__}.output_modes holds non-OutputMode values {unknown}"
-        assert isinstance(cls.guarantee, Guarantee), f"{cls.__qualname__}.guarantee is not a Guarantee"
+        assert isinstance(cls.guarantee, Guarantee), (
+            f"{cls.__qualname__}.guarantee is not a Guarantee"
+        )
         assert isinstance(cls.supports_partition_by, bool)
         check = engine_sink_check()
         for mode in OutputMode:

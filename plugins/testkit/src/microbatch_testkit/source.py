@@ -112,7 +112,7 @@ class SourceContract(ContractBase):
             session=self.session,
         )
         source = cls(context)
-        self._built.append(source)
+        self.built.append(source)
         return source
 
     def read_range(self, source: Source, start: Offset, end: Offset) -> pa.Table:

@@ -1,0 +1,89 @@
+"""``console`` passes the microbatch-testkit sink suite; its output is parsed back into rows."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from microbatch import OutputMode, Sink, StateStore
+from microbatch_console import ConsoleSink
+from microbatch_testkit import SinkContract, data
+
+
+def parse_console(text: str) -> list[tuple[int, list[dict[str, str]]]]:
+    """The batches printed in ``text``: (batch id, rows of cell texts)."""
+    batches: list[tuple[int, list[dict[str, str]]]] = []
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("Batch: "):
+            batches.append((int(line.removeprefix("Batch: ")), []))
+            header = None
+        elif line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            if header is None:
+                header = cells
+            else:
+                batches[-1][1].append(dict(zip(header, cells, strict=True)))
+    return batches
+
+
+class TestConsoleSinkContract(SinkContract):
+    sink_class = ConsoleSink
+    ordered = True
+
+    @pytest.fixture(autouse=True)
+    def _capture(self) -> None:
+        self.output = io.StringIO()
+
+    def make_options(self) -> dict[str, Any]:
+        return {"numRows": 50, "truncate": "false"}
+
+    def build(
+        self,
+        *,
+        state: StateStore | None = None,
+        options: dict[str, Any] | None = None,
+        output_mode: OutputMode | None = None,
+        partition_by: tuple[str, ...] = (),
+    ) -> Sink:
+        sink = super().build(
+            state=state, options=options, output_mode=output_mode, partition_by=partition_by
+        )
+        assert isinstance(sink, ConsoleSink)
+        sink.stream = self.output
+        return sink
+
+    def input_schema(self) -> pa.Schema:
+        return data.SIMPLE_SCHEMA
+
+    def input_batches(self) -> list[pa.RecordBatch]:
+        return data.simple_batches()
+
+    def read_back(self, sink: Sink) -> pa.Table:
+        rows = [row for _, batch in parse_console(self.output.getvalue()) for row in batch]
+        return pa.Table.from_pylist(rows, schema=_TEXT_SCHEMA)
+
+    def expected_contents(self, committed: pa.Table) -> pa.Table:
+        rows = [
+            {"id": str(row["id"]), "name": "NULL" if row["name"] is None else row["name"]}
+            for row in committed.to_pylist()
+        ]
+        return pa.Table.from_pylist(rows, schema=_TEXT_SCHEMA)
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        return [
+            ({"numRows": -1}, "must be at least 0"),
+            ({"truncate": "maybe"}, "'true' or 'false'"),
+        ]
+
+
+_TEXT_SCHEMA = pa.schema([("id", pa.string()), ("name", pa.string())])
+
+
+def test_console_output_names_each_batch() -> None:
+    output = "\n".join(
+        ["-" * 43, "Batch: 4", "-" * 43, "+---+", "| id|", "+---+", "|  7|", "+---+"]
+    )
+    assert parse_console(output) == [(4, [{"id": "7"}])]

@@ -8,7 +8,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from microbatch.checkpoint import BatchEntry, Checkpoint
 from microbatch.errors import (
     CheckpointError,

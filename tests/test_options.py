@@ -3,7 +3,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from microbatch.errors import OptionError
 from microbatch.options import REDACTED, Option, OptionSpec, scrub
 
@@ -21,7 +20,12 @@ SPEC = OptionSpec(
 
 def test_names_accept_camel_snake_and_any_case() -> None:
     opts = SPEC.parse(
-        {"rows_per_second": "5", "RAMPUPTIME": "2 seconds", "includetimestamp": "true", "host": "h"},
+        {
+            "rows_per_second": "5",
+            "RAMPUPTIME": "2 seconds",
+            "includetimestamp": "true",
+            "host": "h",
+        },
         connector="rate",
     )
     assert opts["rowsPerSecond"] == 5
@@ -40,7 +44,9 @@ def test_defaults_choices_and_lists() -> None:
 
 def test_every_problem_is_reported_at_once_with_did_you_mean() -> None:
     with pytest.raises(OptionError) as caught:
-        SPEC.parse({"rowsPerSecnd": 3, "includeTimestamp": "yes", "mode": "lenient"}, connector="rate")
+        SPEC.parse(
+            {"rowsPerSecnd": 3, "includeTimestamp": "yes", "mode": "lenient"}, connector="rate"
+        )
     message = str(caught.value)
     assert "Invalid options for 'rate'" in message
     assert "unknown option 'rowsPerSecnd' (did you mean 'rowsPerSecond'?)" in message
@@ -68,7 +74,9 @@ def test_secrets_never_shown() -> None:
     assert "s3cr3t" not in repr(opts)
     assert opts.redacted()["password"] == REDACTED
     assert opts.passthrough == {"sasl.jaas.config": "user pw=s3cr3t"}
-    assert scrub("failed login with hunter22", opts.secret_values()) == f"failed login with {REDACTED}"
+    assert (
+        scrub("failed login with hunter22", opts.secret_values()) == f"failed login with {REDACTED}"
+    )
     with pytest.raises(OptionError) as caught:
         SPEC.parse({"host": "h", "password": ["hunter22"]}, connector="kafka")
     assert "hunter22" not in str(caught.value)

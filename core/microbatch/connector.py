@@ -82,6 +82,7 @@ def part_scope(index: int) -> Iterator[None]:
     finally:
         _CURRENT_PART.reset(token)
 
+
 Offset = dict[str, Any]
 """A source position: a JSON-serialisable dict (nested dicts, lists, str, int, float, bool)."""
 

@@ -8,7 +8,7 @@ Runs, in one process and one run:
 The difference per batch is the engine's overhead (checkpoint writes, planning, progress).
 Then large batches give rows per second. Usage:
 
-    .venv/bin/python integration/bench/bench_engine_overhead.py [--batches 2000] [--big-rows 1000000]
+    .venv/bin/python integration/bench/bench_engine_overhead.py [--batches 2000]
 """
 
 from __future__ import annotations
@@ -21,11 +21,9 @@ import threading
 import time
 from typing import Any
 
-import pyarrow as pa
-
 import microbatch as mb
+import pyarrow as pa
 from microbatch.connector import ReadAllAvailable
-
 
 WORK_DIR = "."
 
@@ -71,9 +69,11 @@ def engine(session: mb.Session, rows: int, batches: int) -> tuple[float, list[An
     with tempfile.TemporaryDirectory(dir=WORK_DIR) as checkpoint:
         frame = session.read_stream.format("rate-micro-batch").option("rowsPerBatch", rows).load()
         began = time.perf_counter()
-        query = frame.write_stream.foreach_batch(function).option(
-            "checkpointLocation", checkpoint
-        ).start()
+        query = (
+            frame.write_stream.foreach_batch(function)
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
         done.wait()
         query.stop()
         elapsed = time.perf_counter() - began
@@ -101,7 +101,10 @@ def main() -> None:
     best = min(runs)
     print(f"small batches (1 row, {args.batches} batches, best of {args.repeat}):")
     print(f"  baseline loop          {base * 1e6:9.1f} us/batch")
-    print(f"  engine                 {best * 1e6:9.1f} us/batch  (median {statistics.median(runs) * 1e6:.1f})")
+    print(
+        f"  engine                 {best * 1e6:9.1f} us/batch"
+        f"  (median {statistics.median(runs) * 1e6:.1f})"
+    )
     print(f"  engine overhead        {(best - base) * 1e6:9.1f} us/batch")
 
     rows = args.big_rows
@@ -111,9 +114,13 @@ def main() -> None:
     )
     print(f"large batches ({rows:,} rows, {args.big_batches} batches):")
     print(f"  baseline loop          {rows / big_base:12,.0f} rows/s")
-    print(f"  engine                 {rows / big_engine:12,.0f} rows/s  ({big_base / big_engine:.0%} of baseline)")
+    print(
+        f"  engine                 {rows / big_engine:12,.0f} rows/s"
+        f"  ({big_base / big_engine:.0%} of baseline)"
+    )
     walls = [p["durationMs"].get("walCommit", 0) for p in progress if p["numInputRows"]]
-    print(f"  median walCommit in progress records: {statistics.median(walls) if walls else 0} ms")
+    wal = statistics.median(walls) if walls else 0
+    print(f"  median walCommit in progress records: {wal} ms")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ class FakeSource(Source):
         Option(name="mode", choices=("fast", "slow"), default="fast", doc="Speed."),
         Option(name="password", secret=True, doc="Log-in password."),
         Option(name="path", required=True, doc="Where | to read."),
+        prefixes=("client.",),
     )
 
     @property
@@ -181,6 +182,7 @@ def test_third_party_plugin_with_both_roles_and_a_broken_plugin(fake_dist: dict[
     assert row_of(out, "password")[5] == "(secret) Log-in password."
     assert row_of(out, "path")[3] == "yes"
     assert "guarantee: at-least-once" in out
+    assert "Also accepts any option named 'client.*', passed through" in out
 
 
 def test_help_and_version() -> None:
@@ -206,6 +208,7 @@ def test_docs_options_renders_every_connector(fake_dist: dict[str, str], tmp_pat
     assert "## `fakefmt` source" in text and "## `fakefmt` sink" in text
     assert "| `path` | string |  | yes |  | Where \\| to read. |" in text
     assert "| `mode` | string | `fast` |  | `fast`, `slow` | Speed. |" in text
+    assert "Also accepts any option named `client.*`, passed through" in text
 
     only = run_script("docs", "options", "--distribution", "mbfake", env=fake_dist)
     assert "## `fakefmt` source" in only.stdout

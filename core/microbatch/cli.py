@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _usage(parser: argparse.ArgumentParser, err: Console) -> int:
-    err.print(escape(parser.format_help()), end="")
+    parser.print_help(sys.stderr)
     return 2
 
 
@@ -210,7 +210,7 @@ def _print_connector_list(registry: ConnectorRegistry, out: Console, err: Consol
     table.add_column("Description")
     for info in registry.connectors():
         table.add_row(
-            info.format_name,
+            escape(info.format_name),
             info.role,
             _output_modes(info),
             _guarantee(info),
@@ -258,6 +258,8 @@ def _print_connector(infos: list[ConnectorInfo], out: Console) -> None:
         for label, value in _capabilities(info):
             out.print(f"  {label}: {escape(value)}", highlight=False)
         out.print(_options_table(list(cls.options), title=f"{info.role.capitalize()} options"))
+        if cls.options.prefixes:
+            out.print(escape(_prefix_note(cls.options.prefixes)), highlight=False)
 
 
 def _capabilities(info: ConnectorInfo) -> list[tuple[str, str]]:
@@ -274,6 +276,11 @@ def _capabilities(info: ConnectorInfo) -> list[tuple[str, str]]:
         ("needs a checkpoint", _yes_no(cls.needs_checkpoint)),
         ("partition_by", "supported" if cls.supports_partition_by else "not supported"),
     ]
+
+
+def _prefix_note(prefixes: tuple[str, ...]) -> str:
+    shown = ", ".join(f"'{prefix}*'" for prefix in prefixes)
+    return f"Also accepts any option named {shown}, passed through to the client library."
 
 
 def _yes_no(flag: bool) -> str:
@@ -402,6 +409,8 @@ def render_option_reference(
         lines += ["- " + fact for fact in facts]
         lines.append("")
         lines += _markdown_table(list(cls.options))
+        if cls.options.prefixes:
+            lines += [_prefix_note(cls.options.prefixes).replace("'", "`"), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -669,7 +678,9 @@ def _cmd_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
     watcher.update()
     out.print(_demo_summary(session, watcher, checkpoint, restart))
     out.print(
-        f"Inspect its checkpoint with: microbatch checkpoint inspect {checkpoint}", highlight=False
+        f"Inspect its checkpoint with: microbatch checkpoint inspect {checkpoint}",
+        highlight=False,
+        soft_wrap=True,
     )
     return 0
 

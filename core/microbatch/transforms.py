@@ -258,7 +258,7 @@ class MapBatches:
         )
 
     def describe(self) -> str:
-        return f"MapBatches {getattr(self.function, '__qualname__', None) or self.function!r}"
+        return f"MapBatches {getattr(self.function, '__qualname__', repr(self.function))}"
 
 
 @dataclass(frozen=True)
@@ -391,15 +391,17 @@ class Pipeline:
 
 
 # -- expressions -----------------------------------------------------------------------------
-# Expressions run in a single-threaded Acero plan (table_source -> project); a Filter projects
-# its boolean mask and then uses RecordBatch.filter, which keeps row order by construction.
-# Measured on pyarrow 26.0.1 (2 cores), per batch, 1 row / 100k rows (int64, float64, string):
-#   RecordBatch.filter(expression) (Acero, threaded)  284 us / 1819 us
-#   Acero filter node, use_threads=False               93 us / 1605 us
-#   Acero project of the mask + RecordBatch.filter     97 us / 1233 us   <- used
-#   dataset Scanner / InMemoryDataset filter          316 / 1400 us, 241 / 1204 us
-#   projection of 3 columns: Acero, use_threads=False 144 us / 596 us   <- used
-#   (threaded 329 / 793 us, Scanner.from_batches 413 / 679 us, InMemoryDataset 342 / 539 us)
+# Expressions run in a single-threaded Acero plan (table_source -> project); Filter projects its
+# boolean mask and then calls RecordBatch.filter(mask), which keeps row order by construction.
+# Per-batch cost measured on pyarrow 26.0.1, 2 shared cores, best of 3 runs of 3 (spread across
+# runs in brackets), 1-row / 100k-row batch of int64, float64 and string columns:
+#   filter  RecordBatch.filter(expression) (threaded Acero)  183 [-388] / 1435 [-2687] us
+#           Acero filter node, use_threads=False              93 [-218] / 1438 [-1605] us
+#           Acero project of the mask + RecordBatch.filter    97 [-165] /  997 [-1233] us  <- used
+#           dataset: Scanner.from_batches / InMemoryDataset  316 / 241 us, 1400 / 1204 us
+#   project Acero project, use_threads=False (3 columns)     136 [-233] /  596 [-890] us   <- used
+#           threaded Acero 195 / 724 us; Scanner.from_batches 343 / 573 us; InMemoryDataset
+#           275 / 539 us (cheaper for big batches by <10%, twice the cost for small ones)
 
 
 def _evaluate(batch: pa.RecordBatch, expressions: list[pc.Expression], step: str) -> list[pa.Array]:
@@ -481,13 +483,6 @@ class _JsonDecoder:
 
     def __init__(self, schema: pa.Schema) -> None:
         self.fields = [f.with_nullable(True) for f in schema]
-        for f in self.fields:
-            for dtype in _nested_types(f.type):
-                if isinstance(dtype, pa.MapType) and not pa.types.is_string(dtype.key_type):
-                    raise TransformError(
-                        f"ParseJson: column '{f.name}' has map keys of type {dtype.key_type}, "
-                        "but JSON object keys are strings; use MAP<STRING, ...>"
-                    )
         self.converters = {f.name: _converter(f.type) for f in self.fields}
         self.arrow = pa.schema([f for f in self.fields if _arrow_reads(f)])
         read = pa.schema([f.with_type(_read_type(f.type)) for f in self.arrow])
@@ -571,15 +566,18 @@ class _JsonDecoder:
 def _json_lines(source: pa.Array, name: str) -> tuple[pa.Array, dict[int, str | None]]:
     """One JSON object text per row of ``source`` ("{}" for null, blank and malformed rows),
     and the rows known to be malformed."""
-    if pa.types.is_binary(source.type) or pa.types.is_large_binary(source.type):
-        text, bad = _utf8(source)
-    elif pa.types.is_string(source.type) or pa.types.is_large_string(source.type):
-        text, bad = source, {}
-    else:
+    kinds = (
+        pa.types.is_binary,
+        pa.types.is_large_binary,
+        pa.types.is_string,
+        pa.types.is_large_string,
+    )
+    if not any(is_kind(source.type) for is_kind in kinds):
         raise TransformError(
             f"ParseJson: column '{name}' has type {source.type}; it must be string or binary "
             f"(cast it first, e.g. Cast.of({{'{name}': 'STRING'}}))"
         )
+    text, bad = _utf8(source)
     shaped = _shaped(text)
     if not pc.all(shaped).as_py():
         text = pc.utf8_trim_whitespace(text)
@@ -648,6 +646,11 @@ def _converter(dtype: pa.DataType) -> Callable[[Any], Any]:
         items = [(f.name, _converter(f.type)) for f in dtype]
         return _checked((dict,), dtype, lambda v: {n: to(v.get(n)) for n, to in items})
     if isinstance(dtype, pa.MapType):
+        if not pa.types.is_string(dtype.key_type):
+            raise TransformError(
+                f"ParseJson: {_type_text(dtype)} cannot hold a JSON object, whose keys are "
+                "strings; use MAP<STRING, ...>"
+            )
         to_item = _converter(dtype.item_type)
         return _checked((dict,), dtype, lambda v: [(k, to_item(x)) for k, x in v.items()])
     if isinstance(dtype, pa.ListType | pa.LargeListType):
@@ -696,12 +699,6 @@ def _timestamp(text: str, utc: bool) -> datetime:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC)
     return moment.replace(tzinfo=UTC if utc else None)
-
-
-def _nested_types(dtype: pa.DataType) -> Iterator[pa.DataType]:
-    yield dtype
-    for i in range(dtype.num_fields):
-        yield from _nested_types(dtype.field(i).type)
 
 
 def _read_type(dtype: pa.DataType) -> pa.DataType:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import microbatch as mb
 import pyarrow as pa
-import pyarrow.json as pajson
-from microbatch_example import CounterSource, JsonLinesSink
+from microbatch_example import CounterSource, JsonLinesSink, read_jsonl_folder
 from microbatch_testkit import SinkContract, SourceContract
 
 
@@ -25,17 +23,6 @@ class TestCounterSourceContract(SourceContract):
             ({"rowsPerBatch": 0}, "must be at least 1"),
             ({"rowsPerBatch": "seven"}, "expected an integer"),
         ]
-
-
-def read_jsonl_folder(folder: Path, schema: pa.Schema) -> pa.Table:
-    """Every committed batch file in ``folder``, in batch order (hidden files skipped)."""
-    options = pajson.ParseOptions(explicit_schema=schema)
-    tables = [
-        pajson.read_json(path, parse_options=options)
-        for path in sorted(folder.glob("batch-*.jsonl"))
-        if path.stat().st_size > 0
-    ]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 class TestJsonLinesSinkContract(SinkContract):

@@ -118,6 +118,22 @@ class ForgetsStart(ListSource):
         return {"n": self.base}
 
 
+class PinsTarget(ListSource):
+    supports_available_now = True
+
+    def prepare_available_now(self):
+        self.target = len(self.opts.rows)
+
+    def latest_offset(self, start, limit):
+        end = super().latest_offset(start, limit)
+        target = getattr(self, "target", None)
+        return end if target is None else {"n": min(end["n"], max(target, start["n"]))}
+
+
+class ClaimsAvailableNow(ListSource):
+    supports_available_now = True
+
+
 class Suite(SourceContract):
     __test__ = False
 
@@ -181,6 +197,14 @@ class TestForgetsStart(Suite):
     source_class = ForgetsStart
 
 
+class TestPinsTarget(Suite):
+    source_class = PinsTarget
+
+
+class TestClaimsAvailableNow(Suite):
+    source_class = ClaimsAvailableNow
+
+
 class TestProducesNothing(Suite):
     source_class = ListSource
 
@@ -222,6 +246,7 @@ def test_correct_source_passes_and_each_broken_one_fails_its_check(run: pytest.R
         "TestStopsOnce": {"test_stop_is_idempotent"},
         "TestUndocumented": {"test_every_option_is_documented"},
         "TestForgetsStart": {"test_restart_resumes_from_state"},
+        "TestClaimsAvailableNow": {"test_available_now_reaches_a_pinned_target"},
         "TestProducesNothing": {
             "test_offsets_are_json",
             "test_latest_offset_is_stable",
@@ -247,6 +272,7 @@ def test_failures_show_the_offending_values(run: pytest.RunResult) -> None:
     )
     assert "holds 5 rows" in text
     assert "make produce() add data" in text
+    assert "the target pinned by prepare_available_now() must not move" in text
 
 
 def test_non_replayable_source_skips_the_replay_check(run: pytest.RunResult) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 
 import microbatch as mb
 import pyarrow as pa
+import pyarrow.json as pajson
 
-__all__ = ["JsonLinesSink"]
+__all__ = ["JsonLinesSink", "read_jsonl_folder"]
 
 
 def _encode(value: Any) -> Any:
@@ -100,3 +101,17 @@ class JsonLinesSink(mb.Sink):
     def abort(self, batch_id: int, messages: list[Any]) -> None:
         for name in messages:
             (self.folder / name).unlink(missing_ok=True)
+
+
+def read_jsonl_folder(folder: str | os.PathLike[str], schema: pa.Schema) -> pa.Table:
+    """Every committed batch file in ``folder``, in batch order, as one table of ``schema``.
+
+    Staged files (names starting with a dot) are not read.
+    """
+    options = pajson.ParseOptions(explicit_schema=schema)
+    tables = [
+        pajson.read_json(path, parse_options=options)
+        for path in sorted(Path(folder).glob("batch-*.jsonl"))
+        if path.stat().st_size > 0
+    ]
+    return pa.concat_tables(tables) if tables else schema.empty_table()

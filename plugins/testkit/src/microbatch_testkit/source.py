@@ -40,6 +40,8 @@ from ._compare import describe_schema_difference, rows_difference, show, show_ba
 
 __all__ = ["SourceContract"]
 
+_MAX_AVAILABLE_NOW_BATCHES = 1000
+
 
 class SourceContract(ContractBase):
     """Checks that a :class:`~microbatch.Source` keeps the contract the engine relies on.
@@ -272,6 +274,36 @@ class SourceContract(ContractBase):
             original, replayed, ordered=True, context=f"a new instance reading {where}"
         )
         assert not difference, difference
+
+    def test_available_now_reaches_a_pinned_target(self) -> None:
+        cls = self._connector_class()
+        if not cls.supports_available_now:
+            pytest.skip(f"{cls.__qualname__} declares supports_available_now = False")
+        source = self.build()
+        start = source.initial_offset()
+        self.produce(source)
+        source.prepare_available_now()
+        limit = source.default_read_limit()
+        offset, batches = start, 0
+        while True:
+            end = source.latest_offset(offset, limit)
+            if end == offset:
+                break
+            batches += 1
+            assert batches <= _MAX_AVAILABLE_NOW_BATCHES, (
+                f"after prepare_available_now(), latest_offset still moves after "
+                f"{_MAX_AVAILABLE_NOW_BATCHES} batches (now at {show(end)}): the target must be "
+                "pinned"
+            )
+            self.read_range(source, offset, end)
+            offset = end
+        self.produce(source)
+        after = source.latest_offset(offset, limit)
+        assert after == offset, (
+            f"the available-now run reached {show(offset)}, then data produced afterwards moved "
+            f"latest_offset to {show(after)}: the target pinned by prepare_available_now() "
+            "must not move"
+        )
 
     def test_restart_resumes_from_state(self) -> None:
         first = self.build()

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from microbatch.checkpoint import BatchEntry, Checkpoint
 from microbatch.errors import (
     CheckpointError,

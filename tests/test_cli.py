@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from microbatch.checkpoint import BatchEntry, Checkpoint
 from microbatch.cli import main
 from microbatch.registry import ConnectorRegistry

@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from microbatch import hookspecs
 from microbatch.cli import build_parser, render_option_reference
 from microbatch.registry import ConnectorRegistry

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+
 from microbatch.durations import parse_duration
 from microbatch.errors import ConfigurationError
 from microbatch.triggers import AvailableNow, Default, Once, ProcessingTime, Trigger

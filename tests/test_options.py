@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+
 from microbatch.errors import OptionError
 from microbatch.options import REDACTED, Option, OptionSpec, scrub
 

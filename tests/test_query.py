@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
 import pytest
+
+import microbatch as mb
 from microbatch.errors import (
     CheckpointError,
     CheckpointInUseError,

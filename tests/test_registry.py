@@ -7,9 +7,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
 import pytest
+
+import microbatch as mb
 from microbatch.errors import UnknownFormatError
 from microbatch.registry import ConnectorRegistry
 

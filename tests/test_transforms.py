@@ -8,6 +8,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+
 from microbatch.errors import SchemaError, TransformError
 from microbatch.transforms import (
     Cast,

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+
 from microbatch.errors import SchemaError
 from microbatch.types import as_schema, parse_ddl, parse_type, schema_diff, to_ddl, type_to_ddl
 

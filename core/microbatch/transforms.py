@@ -7,21 +7,25 @@ Every transform is a frozen dataclass with ``apply(batch) -> RecordBatch`` and a
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
-from decimal import Decimal
-from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
-import pyarrow.json as pajson
 
+from microbatch._json_decode import (
+    JsonDecoder,
+    corrupt_texts,
+    json_lines,
+    patch,
+    preview,
+    raw_text,
+    type_text,
+)
 from microbatch.errors import SchemaError, TransformError
-from microbatch.types import as_schema, parse_type, to_ddl, type_to_ddl
+from microbatch.types import as_schema, parse_type, to_ddl
 
 __all__ = [
     "Cast",
@@ -37,9 +41,6 @@ __all__ = [
 ]
 
 _MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
-_JSON = json.JSONDecoder(parse_float=Decimal)
-_PARTS = 16  # a JSON block that fails to read is split in this many parts to find bad rows
-_SCREEN_ROWS = 512  # ... and parts this small are checked row by row with the stdlib
 
 
 @runtime_checkable
@@ -226,15 +227,15 @@ class Cast:
                 values = batch.column(index).cast(target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise TransformError(
-                    f"Cannot cast column '{name}' from {_type_text(source.type)} to "
-                    f"{_type_text(target)}: {exc}. Clean or filter such values first, or cast "
+                    f"Cannot cast column '{name}' from {type_text(source.type)} to "
+                    f"{type_text(target)}: {exc}. Clean or filter such values first, or cast "
                     "to a type that can hold them"
                 ) from exc
             batch = batch.set_column(index, source.with_type(target), values)
         return batch
 
     def describe(self) -> str:
-        return "Cast " + ", ".join(f"{name}: {_type_text(t)}" for name, t in self.columns)
+        return "Cast " + ", ".join(f"{name}: {type_text(t)}" for name, t in self.columns)
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ class ParseJson:
     mode: str = "PERMISSIVE"
     corrupt_column: str | None = None
     keep_original: bool = False
-    _decoder: _JsonDecoder = field(init=False, repr=False, compare=False)
+    _decoder: JsonDecoder = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         schema = as_schema(self.schema)
@@ -300,12 +301,12 @@ class ParseJson:
             )
         object.__setattr__(self, "schema", schema)
         object.__setattr__(self, "mode", mode)
-        object.__setattr__(self, "_decoder", _JsonDecoder(schema))
+        object.__setattr__(self, "_decoder", JsonDecoder(schema))
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         index = _column_index(batch, self.column, self.describe())
         source = batch.column(index)
-        lines, bad = _json_lines(source, self.column)
+        lines, bad = json_lines(source, self.column)
         if len(lines):
             columns, errors = self._decoder.decode(lines)
         else:
@@ -316,18 +317,18 @@ class ParseJson:
             row = min(bad)
             raise TransformError(
                 f"ParseJson: malformed JSON in column '{self.column}' at row {row} of the batch: "
-                f"{bad[row] or self._decoder.reason(_raw_text(source, row))} "
-                f"(value: {_preview(source[row].as_py())}); fix the data, or use "
+                f"{bad[row] or self._decoder.reason(raw_text(source, row))} "
+                f"(value: {preview(source[row].as_py())}); fix the data, or use "
                 "mode='PERMISSIVE' or 'DROPMALFORMED' to null or drop such rows"
             )
         if bad and self.mode == "PERMISSIVE":
             rows = sorted(bad)
             fixed, _ = self._decoder.python(lines.take(pa.array(rows)).to_pylist())
             for f, values in zip(self._decoder.fields, fixed, strict=True):
-                columns[f.name] = _patch(columns[f.name], rows, values)
+                columns[f.name] = patch(columns[f.name], rows, values)
         parsed = [(f, columns[f.name]) for f in self._decoder.fields]
         if self.corrupt_column is not None:
-            parsed.append((pa.field(self.corrupt_column, pa.string()), _corrupt(source, bad)))
+            parsed.append((pa.field(self.corrupt_column, pa.string()), corrupt_texts(source, bad)))
         result = self._assemble(batch, index, parsed)
         if bad and self.mode == "DROPMALFORMED":
             return result.filter(pa.array([row not in bad for row in range(len(source))]))
@@ -461,303 +462,3 @@ def _column_index(batch: pa.RecordBatch, name: str, step: str) -> int:
 
 def _columns(batch: pa.RecordBatch) -> str:
     return "[" + ", ".join(batch.schema.names) + "]"
-
-
-def _type_text(dtype: pa.DataType) -> str:
-    try:
-        return type_to_ddl(dtype)
-    except SchemaError:
-        return str(dtype)
-
-
-# -- JSON ------------------------------------------------------------------------------------
-class _JsonDecoder:
-    """Decodes JSON object texts, one per row, into typed arrays.
-
-    The fast path is one ``pyarrow.json.read_json`` call for all rows (the caller guarantees
-    every row starts with "{" and ends with "}", so rows joined with newlines cannot merge, and
-    a row holding two documents shows up in the row count). When it fails, parts of the rows
-    are read again to find the failing ones (parts of up to ``_SCREEN_ROWS`` rows are checked
-    with the stdlib instead); those rows are blanked and the rest is read once more.
-    """
-
-    def __init__(self, schema: pa.Schema) -> None:
-        self.fields = [f.with_nullable(True) for f in schema]
-        self.converters = {f.name: _converter(f.type) for f in self.fields}
-        self.arrow = pa.schema([f for f in self.fields if _arrow_reads(f)])
-        read = pa.schema([f.with_type(_read_type(f.type)) for f in self.arrow])
-        self.options = pajson.ParseOptions(
-            explicit_schema=read, unexpected_field_behavior="ignore", newlines_in_values=True
-        )
-
-    def decode(self, lines: pa.Array) -> tuple[dict[str, pa.Array], dict[int, str | None]]:
-        """Arrays by field name, aligned with ``lines``, and the bad rows (reason if known)."""
-        bad: dict[int, str | None] = {}
-        table = self._read(lines)[0] if len(self.arrow) else None
-        if table is None and len(self.arrow):
-            bad = self._isolate(lines, range(len(lines)), screen=True)
-            table = self._read(pc.if_else(_mask(len(lines), bad), "{}", lines))[0]
-        columns = {} if table is None else {n: table[n].combine_chunks() for n in self.arrow.names}
-        rest = [f for f in self.fields if f.name not in columns]
-        if rest:
-            arrays, errors = self.python(lines.to_pylist(), rest)
-            columns.update(zip([f.name for f in rest], arrays, strict=True))
-            bad = {**errors, **{row: reason or errors.get(row) for row, reason in bad.items()}}
-        return columns, bad
-
-    def python(
-        self, lines: list[str], fields: list[pa.Field] | None = None
-    ) -> tuple[list[pa.Array], dict[int, str]]:
-        """Decode ``lines`` with the stdlib: one array per field, and the errors by row."""
-        fields = self.fields if fields is None else fields
-        values: list[list[Any]] = [[] for _ in fields]
-        errors: dict[int, str] = {}
-        for row, line in enumerate(lines):
-            document, error = _load_object(line)
-            if error:
-                errors[row] = error
-            for out, f in zip(values, fields, strict=True):
-                try:
-                    out.append(self.converters[f.name](document.get(f.name)))
-                except _Unreadable as exc:
-                    errors.setdefault(row, f"column '{f.name}': {exc}")
-                    out.append(None)
-        return [_array(out, f, errors) for out, f in zip(values, fields, strict=True)], errors
-
-    def reason(self, line: str) -> str:
-        """Why ``line`` cannot be decoded."""
-        return self.python([line])[1].get(0) or self._read(pa.array([line]))[1] or "unknown error"
-
-    def _isolate(self, lines: pa.Array, rows: Sequence[int], screen: bool) -> dict[int, str | None]:
-        """The rows among ``rows`` (which fail to read together) that Arrow cannot read."""
-        if len(rows) == 1:
-            return {rows[0]: None}
-        bad: dict[int, str | None] = {}
-        if screen and len(rows) <= _SCREEN_ROWS:
-            _, errors = self.python(_take(lines, rows).to_pylist())
-            bad = {rows[i]: reason for i, reason in errors.items()}
-            rest = [row for row in rows if row not in bad]
-            if rest and self._read(_take(lines, rest))[0] is None:
-                bad.update(self._isolate(lines, rest, screen=False))
-            return bad
-        size = -(-len(rows) // _PARTS)
-        for start in range(0, len(rows), size):
-            part = rows[start : start + size]
-            if self._read(_take(lines, part))[0] is None:
-                bad.update(self._isolate(lines, part, screen))
-        return bad
-
-    def _read(self, lines: pa.Array) -> tuple[pa.Table | None, str]:
-        """The table for ``lines`` or ``(None, reason)``; never a partial result."""
-        one_list = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
-        data = pc.binary_join(one_list, "\n")[0].as_buffer()
-        longest = pc.max(pc.binary_length(lines)).as_py() or 0
-        block = max(1 << 20, longest + 2)  # threads only pay off with several blocks
-        options = pajson.ReadOptions(use_threads=data.size > 2 * block, block_size=block)
-        try:
-            table = pajson.read_json(pa.BufferReader(data), options, self.options)
-            if table.num_rows != len(lines):
-                return None, f"found {table.num_rows} JSON documents in {len(lines)} rows"
-            return table.select(self.arrow.names).cast(self.arrow), ""
-        except pa.ArrowInvalid as exc:
-            return None, str(exc)
-
-
-def _json_lines(source: pa.Array, name: str) -> tuple[pa.Array, dict[int, str | None]]:
-    """One JSON object text per row of ``source`` ("{}" for null, blank and malformed rows),
-    and the rows known to be malformed."""
-    kinds = (
-        pa.types.is_binary,
-        pa.types.is_large_binary,
-        pa.types.is_string,
-        pa.types.is_large_string,
-    )
-    if not any(is_kind(source.type) for is_kind in kinds):
-        raise TransformError(
-            f"ParseJson: column '{name}' has type {source.type}; it must be string or binary "
-            f"(cast it first, e.g. Cast.of({{'{name}': 'STRING'}}))"
-        )
-    text, bad = _utf8(source)
-    shaped = _shaped(text)
-    if not pc.all(shaped).as_py():
-        text = pc.utf8_trim_whitespace(text)
-        shaped = _shaped(text)
-        odd = pc.and_(pc.invert(shaped), pc.greater(pc.binary_length(text), 0))
-        bad.update(dict.fromkeys(pc.indices_nonzero(pc.fill_null(odd, False)).to_pylist()))
-    return pc.if_else(pc.fill_null(shaped, False), text, "{}"), bad
-
-
-def _shaped(text: pa.Array) -> pa.Array:
-    return pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))
-
-
-def _utf8(source: pa.Array) -> tuple[pa.Array, dict[int, str | None]]:
-    try:
-        return source.cast(pa.string()), {}
-    except pa.ArrowInvalid:
-        pass
-    texts: list[str | None] = []
-    bad: dict[int, str | None] = {}
-    for row, raw in enumerate(source.to_pylist()):
-        try:
-            texts.append(None if raw is None else raw.decode())
-        except UnicodeDecodeError as exc:
-            bad[row] = f"invalid UTF-8 at byte {exc.start}"
-            texts.append("{}")
-    return pa.array(texts, pa.string()), bad
-
-
-def _array(values: list[Any], column: pa.Field, errors: dict[int, str]) -> pa.Array:
-    try:
-        return pa.array(values, column.type)
-    except (pa.ArrowException, ValueError, TypeError, OverflowError):
-        pass
-    for row, value in enumerate(values):
-        try:
-            pa.scalar(value, column.type)
-        except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
-            errors.setdefault(row, f"column '{column.name}': {exc}")
-            values[row] = None
-    return pa.array(values, column.type)
-
-
-def _load_object(line: str) -> tuple[dict[str, Any], str | None]:
-    try:
-        document = _JSON.decode(line)
-    except json.JSONDecodeError as exc:
-        return {}, f"invalid JSON: {exc}"
-    except RecursionError:
-        return {}, "invalid JSON: nested too deeply"
-    if not isinstance(document, dict):
-        return {}, f"expected a JSON object, got {_preview(document)}"
-    return document, None
-
-
-class _Unreadable(ValueError):
-    """A JSON value that cannot mean its column's type."""
-
-
-def _converter(dtype: pa.DataType) -> Callable[[Any], Any]:
-    """A function turning a ``json.loads`` value into a Python value for ``dtype``.
-
-    It raises ``_Unreadable`` when the JSON type does not match (the rules of ``read_json``).
-    """
-    if isinstance(dtype, pa.StructType):
-        items = [(f.name, _converter(f.type)) for f in dtype]
-        return _checked((dict,), dtype, lambda v: {n: to(v.get(n)) for n, to in items})
-    if isinstance(dtype, pa.MapType):
-        if not pa.types.is_string(dtype.key_type):
-            raise TransformError(
-                f"ParseJson: {_type_text(dtype)} cannot hold a JSON object, whose keys are "
-                "strings; use MAP<STRING, ...>"
-            )
-        to_item = _converter(dtype.item_type)
-        return _checked((dict,), dtype, lambda v: [(k, to_item(x)) for k, x in v.items()])
-    if isinstance(dtype, pa.ListType | pa.LargeListType):
-        to_value = _converter(dtype.value_type)
-        return _checked((list,), dtype, lambda v: [to_value(x) for x in v])
-    if pa.types.is_floating(dtype):
-        return _checked((int, float, Decimal), dtype, float)
-    if pa.types.is_decimal(dtype):
-        return _checked((int, Decimal, str), dtype, Decimal)
-    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
-        return _checked((str,), dtype, str.encode)
-    if pa.types.is_date(dtype):
-        return _checked((str,), dtype, date.fromisoformat)
-    if pa.types.is_timestamp(dtype):
-        return _checked((str,), dtype, partial(_timestamp, utc=dtype.tz is not None))
-    kinds: tuple[type, ...] = (object,)
-    if pa.types.is_boolean(dtype):
-        kinds = (bool,)
-    elif pa.types.is_integer(dtype):
-        kinds = (int,)
-    elif pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
-        kinds = (str,)
-    return _checked(kinds, dtype, lambda v: v)
-
-
-def _checked(
-    kinds: tuple[type, ...], dtype: pa.DataType, convert: Callable[[Any], Any]
-) -> Callable[[Any], Any]:
-    def run(value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
-            try:
-                return convert(value)
-            except _Unreadable:
-                raise
-            except (ValueError, ArithmeticError):
-                pass
-        raise _Unreadable(f"cannot read {_preview(value)} as {_type_text(dtype)}")
-
-    return run
-
-
-def _timestamp(text: str, utc: bool) -> datetime:
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.replace(tzinfo=UTC if utc else None)
-
-
-def _read_type(dtype: pa.DataType) -> pa.DataType:
-    """The type to ask ``read_json`` for: it reads DATE only from numbers, so read text."""
-    if pa.types.is_date32(dtype):
-        return pa.string()
-    if isinstance(dtype, pa.ListType):
-        return pa.list_(dtype.value_field.with_type(_read_type(dtype.value_type)))
-    if isinstance(dtype, pa.StructType):
-        return pa.struct([f.with_type(_read_type(f.type)) for f in dtype])
-    return dtype
-
-
-def _arrow_reads(column: pa.Field) -> bool:
-    """Whether ``read_json`` supports the column's type (it does not support MAP, for one)."""
-    options = pajson.ParseOptions(
-        explicit_schema=pa.schema([column.with_type(_read_type(column.type))])
-    )
-    try:
-        pajson.read_json(pa.BufferReader(b"{}"), parse_options=options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return False
-    return True
-
-
-def _take(lines: pa.Array, rows: Sequence[int]) -> pa.Array:
-    if isinstance(rows, range):
-        return lines.slice(rows.start, len(rows))
-    return lines.take(pa.array(rows, pa.int64()))
-
-
-def _mask(length: int, rows: Mapping[int, object]) -> pa.Array:
-    return pa.array([row in rows for row in range(length)], pa.bool_())
-
-
-def _patch(column: pa.Array, rows: list[int], values: pa.Array) -> pa.Array:
-    """``column`` with ``values`` at positions ``rows``."""
-    indices = list(range(len(column)))
-    for offset, row in enumerate(rows):
-        indices[row] = len(column) + offset
-    return pa.concat_arrays([column, values]).take(pa.array(indices, pa.int64()))
-
-
-def _corrupt(source: pa.Array, bad: dict[int, str | None]) -> pa.Array:
-    if not bad:
-        return pa.nulls(len(source), pa.string())
-    texts: list[str | None] = [None] * len(source)
-    for row in bad:
-        texts[row] = _raw_text(source, row)
-    return pa.array(texts, pa.string())
-
-
-def _raw_text(source: pa.Array, row: int) -> str:
-    raw = source[row].as_py()
-    return raw.decode(errors="replace") if isinstance(raw, bytes) else raw
-
-
-def _preview(value: Any) -> str:
-    if isinstance(value, bytes):
-        value = value.decode(errors="replace")
-    text = json.dumps(value, default=float, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -21,8 +21,9 @@ import threading
 import time
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
+
+import microbatch as mb
 from microbatch.connector import ReadAllAvailable
 
 WORK_DIR = "."

@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from microbatch import OutputMode, Sink, StateStore
 from microbatch_console import ConsoleSink
 from microbatch_testkit import SinkContract, data

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import microbatch as mb
 import pytest
+
+import microbatch as mb
 
 pytest.importorskip("microbatch_rate")
 

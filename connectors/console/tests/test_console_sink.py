@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from microbatch import OutputMode, SinkContext
 from microbatch.errors import OptionError
 from microbatch_console import ConsoleSink, show_string

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from microbatch import ConfigurationError, SinkContext
 from microbatch_foreachbatch import BatchLedger, ForeachBatchSink
 from microbatch_foreachbatch.ledger import _render, detect_paramstyle

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from microbatch import ConfigurationError
 from microbatch_foreachbatch import BatchLedger
 

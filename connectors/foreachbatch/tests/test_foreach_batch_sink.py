@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from microbatch import ConfigurationError, Guarantee, OutputMode, SinkContext
 from microbatch.errors import OptionError
 from microbatch_foreachbatch import ForeachBatchSink

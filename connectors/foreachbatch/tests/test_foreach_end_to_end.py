@@ -10,9 +10,10 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, ClassVar
 
-import microbatch as mb
 import pyarrow as pa
 import pytest
+
+import microbatch as mb
 from microbatch import ConfigurationError
 from microbatch.errors import StreamingQueryException
 from microbatch_foreachbatch import BatchLedger

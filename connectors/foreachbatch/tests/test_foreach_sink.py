@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
+
 from microbatch import ConfigurationError, Guarantee, OutputMode, SinkContext
 from microbatch.connector import part_scope
 from microbatch.errors import OptionError

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+
 from microbatch import Sink
 from microbatch_foreachbatch import ForeachBatchSink, ForeachSink, NoopSink
 from microbatch_testkit import SinkContract

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
+
 from microbatch import OutputMode, SinkContext
 from microbatch_foreachbatch import NoopSink
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
+
+import microbatch as mb
 from microbatch import Sink, Source
 from microbatch_memory import MemorySink, MemoryStream, MemoryStreamSource
 from microbatch_testkit import SinkContract, SourceContract, data

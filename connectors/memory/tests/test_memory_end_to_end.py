@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
 import pytest
+
+import microbatch as mb
 from microbatch import ConfigurationError
 from microbatch.errors import StreamingQueryException
 from microbatch_memory import MemoryStream, memory_table

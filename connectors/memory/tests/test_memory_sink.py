@@ -6,10 +6,11 @@ import gc
 import threading
 import weakref
 
-import microbatch as mb
-import microbatch_memory
 import pyarrow as pa
 import pytest
+
+import microbatch as mb
+import microbatch_memory
 from microbatch import ConfigurationError, Guarantee, OutputMode, SinkContext
 from microbatch.errors import SchemaMismatchError
 from microbatch_memory import MemorySink, MemoryTable, memory_table

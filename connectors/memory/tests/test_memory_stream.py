@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from microbatch import ConfigurationError, ReadAllAvailable, ReadMaxRows, SourceContext
 from microbatch.errors import OptionError, SchemaError, SchemaMismatchError, SourceError
 from microbatch_memory import MemoryStream, MemoryStreamSource

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from microbatch import Source
 from microbatch_rate.rate import RateSource
 from microbatch_rate.rate_micro_batch import RateMicroBatchSource

@@ -4,9 +4,10 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-import microbatch as mb
 import pyarrow as pa
 import pytest
+
+import microbatch as mb
 from microbatch.errors import UnsupportedOperationError
 from microbatch_rate import RateSource
 

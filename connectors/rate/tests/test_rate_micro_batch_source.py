@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from microbatch import ReadAllAvailable, ReadMaxRows, SourceContext
 from microbatch.errors import OptionError, SourceError
 from microbatch_rate import RateMicroBatchSource

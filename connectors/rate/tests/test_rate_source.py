@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from microbatch import ReadAllAvailable, ReadMaxRows, SourceContext, StateStore
 from microbatch.errors import (
     CorruptCheckpointError,

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from microbatch import Source
 from microbatch_socket import SocketSource
 from microbatch_testkit import SourceContract

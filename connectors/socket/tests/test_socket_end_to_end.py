@@ -3,8 +3,9 @@ from __future__ import annotations
 import socket
 import time
 
-import microbatch as mb
 import pytest
+
+import microbatch as mb
 from microbatch.errors import SourceError, UnsupportedOperationError
 
 pytest.importorskip("microbatch_console")

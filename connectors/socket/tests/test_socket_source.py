@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from microbatch import ReadAllAvailable, ReadMaxRows, SourceContext
 from microbatch.errors import OptionError, SourceError, UnsupportedOperationError
 from microbatch_socket import SocketSource

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
+
+import microbatch as mb
 from microbatch_example import CounterSource, JsonLinesSink, read_jsonl_folder
 from microbatch_testkit import SinkContract, SourceContract
 

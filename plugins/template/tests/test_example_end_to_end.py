@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import microbatch as mb
 import pyarrow as pa
+
+import microbatch as mb
 from microbatch_example import read_jsonl_folder
 
 

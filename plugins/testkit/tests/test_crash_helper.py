@@ -9,6 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+
 from microbatch_testkit import crash
 
 SCRIPT = Path(__file__).parent / "scripts" / "rate_to_sqlite.py"

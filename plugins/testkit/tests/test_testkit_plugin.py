@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import microbatch_testkit
 import pytest
+
+import microbatch_testkit
 from microbatch import StateStore
 
 pytest_plugins = ["pytester"]

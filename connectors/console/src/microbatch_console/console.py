@@ -7,6 +7,7 @@ import threading
 from typing import TextIO
 
 import pyarrow as pa
+
 from microbatch import BatchSink, Option, OptionSpec, OutputMode, SinkContext
 
 from ._render import show_string

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import pyarrow as pa
+
 from microbatch.connector import Guarantee, OutputMode, Sink, SinkContext, current_part
 from microbatch.errors import ConfigurationError
 from microbatch.options import Option, OptionSpec

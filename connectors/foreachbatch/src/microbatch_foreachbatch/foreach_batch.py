@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pyarrow as pa
+
 from microbatch.connector import BatchSink, Guarantee, OutputMode, SinkContext
 from microbatch.errors import ConfigurationError
 from microbatch.options import Option, OptionSpec

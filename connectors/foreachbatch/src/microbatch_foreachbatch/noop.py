@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import pyarrow as pa
+
 from microbatch.connector import OutputMode, Sink
 from microbatch.options import OptionSpec
 

@@ -6,6 +6,7 @@ import logging
 from typing import ClassVar
 
 import pyarrow as pa
+
 from microbatch.connector import BatchSink, Guarantee, OutputMode, SinkContext
 from microbatch.errors import ConfigurationError
 from microbatch.options import OptionSpec

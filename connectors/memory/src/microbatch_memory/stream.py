@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import pyarrow as pa
+
 from microbatch.connector import Offset, ReadLimit, Source, SourceContext
 from microbatch.errors import ConfigurationError, SchemaMismatchError, SourceError
 from microbatch.options import Option, OptionSpec

@@ -13,6 +13,7 @@ import weakref
 from typing import Any
 
 import pyarrow as pa
+
 from microbatch.errors import SchemaMismatchError
 
 __all__ = ["MemoryTable", "attach_table", "memory_table"]

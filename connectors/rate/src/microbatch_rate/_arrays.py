@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from microbatch import Option
 from microbatch.errors import SourceError
 

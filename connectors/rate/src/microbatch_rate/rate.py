@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from microbatch import Offset, Option, OptionSpec, ReadLimit, Source, SourceContext
 from microbatch.errors import (
     CorruptCheckpointError,

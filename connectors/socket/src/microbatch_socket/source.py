@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pyarrow as pa
+
 from microbatch import Offset, Option, OptionSpec, ReadLimit, ReadMaxRows, Source, SourceContext
 from microbatch.errors import SourceError, UnsupportedOperationError
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
 import pyarrow.compute as pc
+
+import microbatch as mb
 
 __all__ = ["CounterSource"]
 

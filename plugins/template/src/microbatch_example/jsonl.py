@@ -11,9 +11,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
 import pyarrow.json as pajson
+
+import microbatch as mb
 
 __all__ = ["JsonLinesSink", "read_jsonl_folder"]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from microbatch import OptionError, OptionSpec, StateStore
 
 from ._compare import show

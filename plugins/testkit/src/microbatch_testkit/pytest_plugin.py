@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from microbatch import StateStore
 
 __all__ = ["memory_state", "state_store"]

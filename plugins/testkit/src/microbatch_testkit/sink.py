@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
+
 from microbatch import Guarantee, OutputMode, Sink, SinkContext, StateStore
 from microbatch.errors import UnsupportedOperationError
 

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
+
 from microbatch import (
     Offset,
     ReadAllAvailable,

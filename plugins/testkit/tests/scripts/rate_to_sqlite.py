@@ -16,8 +16,9 @@ import time
 from contextlib import closing
 from typing import Any
 
-import microbatch as mb
 import pyarrow as pa
+
+import microbatch as mb
 from microbatch_foreachbatch import BatchLedger
 from microbatch_testkit import crash
 

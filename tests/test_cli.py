@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import uuid
@@ -314,7 +315,7 @@ def test_inspect_reports_who_holds_the_lock(
     checkpoint = make_checkpoint(str(tmp_path), batches=1, committed=1)
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        lock = {"runId": "run-1", "pid": holder.pid, "host": os.uname().nodename, "startedAt": "x"}
+        lock = {"runId": "run-1", "pid": holder.pid, "host": socket.gethostname(), "startedAt": "x"}
         checkpoint.root.write("lock", lock)
         assert main(["checkpoint", "inspect", str(tmp_path)]) == 0
         assert f"held by process {holder.pid} (run run-1" in capsys.readouterr().out

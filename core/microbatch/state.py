@@ -83,8 +83,12 @@ class StateStore:
         return self._put(name, value, exclusive=True)
 
     def delete(self, name: str) -> None:
+        """Remove ``name`` if it exists."""
         with contextlib.suppress(FileNotFoundError):
-            self.fs.rm(self.location(name))
+            if self._local:
+                os.remove(self.location(name))
+            else:
+                self.fs.rm(self.location(name))
 
     def _put(self, name: str, value: Any, *, exclusive: bool) -> bool:
         data = json.dumps(value, separators=(",", ":"), sort_keys=False).encode()

@@ -63,8 +63,10 @@ def value_chunks(first: int, count: int, step: int) -> Iterator[pa.Int64Array]:
         size = min(CHUNK_ROWS, count - offset)
         positions = iota if size == CHUNK_ROWS else iota.slice(0, size)
         if step != 1:
-            positions = pc.multiply(positions, step)
-        yield pc.add(positions, first + offset * step)
+            positions = pc.multiply(positions, pa.scalar(step, pa.int64()))
+        # typed scalars: pyarrow converts a bare Python int by trying an import of
+        # dateutil on every call, which costs ~0.3 ms when dateutil is not installed
+        yield pc.add(positions, pa.scalar(first + offset * step, pa.int64()))
 
 
 def int_field(value: Any, name: str, *, what: str, expected: str) -> int:

@@ -152,12 +152,16 @@ class RateSource(Source):
         count = partition_count(range_start, range_end, partition, partitions)
         if count == 0:
             return
-        ms_per_value = span_ms / (range_end - range_start)
+        # typed scalars: a bare Python number costs pyarrow a failing import on every call
+        base = pa.scalar(range_start, pa.int64())
+        ms_per_value = pa.scalar(span_ms / (range_end - range_start), pa.float64())
+        offset_ms = pa.scalar(start_ms + 0.5, pa.float64())
+        thousand = pa.scalar(1000, pa.int64())
         for values in value_chunks(range_start + partition, count, partitions):
-            relative = pc.cast(pc.subtract(values, range_start), pa.float64())
+            relative = pc.cast(pc.subtract(values, base), pa.float64())
             # Half-up rounding to whole milliseconds, as Spark's timestamps are.
-            millis = pc.floor(pc.add(pc.multiply(relative, ms_per_value), start_ms + 0.5))
-            micros = pc.multiply(pc.cast(millis, pa.int64()), 1000).view(TIMESTAMP)
+            millis = pc.floor(pc.add(pc.multiply(relative, ms_per_value), offset_ms))
+            micros = pc.multiply(pc.cast(millis, pa.int64()), thousand).view(TIMESTAMP)
             yield pa.RecordBatch.from_arrays([micros, values], schema=SCHEMA)
 
     # -- start time ---------------------------------------------------------------------

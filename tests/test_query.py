@@ -378,3 +378,69 @@ def test_explain_prints_source_transforms_and_sink(session: Any, capsys: Any) ->
     query.explain()
     out = capsys.readouterr().out
     assert "Source: " in out and "(value > 3)" in out and "Sink: " in out
+
+
+class LeakySource(mb.Source):
+    """A source that cannot replay and fails with its password in the message."""
+
+    format_name = "leaky-test"
+    replayable = False
+    options = mb.OptionSpec(
+        mb.Option(name="password", secret=True, required=True, doc="the password"),
+        mb.Option(name="failAt", type="int", default=-1, doc="fail when reading this batch"),
+    )
+
+    @property
+    def schema(self) -> pa.Schema:
+        return SCHEMA
+
+    def initial_offset(self) -> dict[str, int]:
+        return {"n": 0}
+
+    def latest_offset(self, start: dict[str, int], limit: mb.ReadLimit) -> dict[str, int]:
+        return {"n": start["n"] + 1}
+
+    def plan(self, start: dict[str, int], end: dict[str, int]) -> list[int]:
+        return [end["n"]]
+
+    def read(self, split: int) -> Any:
+        if split == self.opts.fail_at:
+            raise ConnectionError(f"login refused for password {self.opts.password}")
+        yield pa.record_batch([pa.array([split], pa.int64())], schema=SCHEMA)
+
+
+@pytest.fixture
+def leaky(session: Any) -> Any:
+    class Plugin:
+        @mb.hookimpl
+        def microbatch_register_connectors(self, registry: Any) -> None:
+            registry.add_source(LeakySource)
+
+    session.registry.register_plugin(Plugin(), "leaky")
+    return session
+
+
+def test_non_replayable_source_warns_of_no_exactly_once(leaky: Any, caplog: Any) -> None:
+    frame = leaky.read_stream.format("leaky-test").option("password", "pw-123").load()
+    with caplog.at_level("WARNING", logger="microbatch"):
+        query = frame.write_stream.format("noop").trigger(once=True).start()
+        query.await_termination()
+    assert "is not replayable" in caplog.text and "no exactly-once guarantee" in caplog.text
+
+
+def test_secrets_never_reach_errors_progress_or_logs(leaky: Any, caplog: Any, capsys: Any) -> None:
+    frame = leaky.read_stream.format("leaky-test").options(password="pw-123", failAt=3).load()
+    with caplog.at_level("DEBUG", logger="microbatch"):
+        query = frame.write_stream.format("noop").start()
+        with pytest.raises(StreamingQueryException) as caught:
+            query.await_termination(timeout=10)
+    query.explain(extended=True)
+    shown = [
+        str(caught.value),
+        caplog.text,
+        capsys.readouterr().out,
+        json.dumps(query.recent_progress, default=str),
+        query.status["message"],
+    ]
+    assert "login refused for password" in str(caught.value)
+    assert all("pw-123" not in text for text in shown)

@@ -156,7 +156,7 @@ def test_connector_names_are_matched_case_insensitively(
 def test_unknown_connector_exits_2_with_a_suggestion() -> None:
     result = run_script("connectors", "rat")
     assert result.returncode == 2
-    assert "Unknown source format 'rat'. Did you mean 'rate'?" in result.stderr
+    assert "Unknown format 'rat'. Did you mean 'rate'?" in result.stderr
     assert result.stdout == ""
 
 

@@ -160,7 +160,7 @@ class Checkpoint:
                 "startedAt": iso_timestamp(time.time()),
             }
             if not self.root.create("lock", record):
-                holder = self._lock_holder()
+                holder = self.lock_holder()
                 if holder is not None:
                     raise self._in_use(holder)
                 self.root.write("lock", record)
@@ -173,8 +173,8 @@ class Checkpoint:
                 _HELD.discard(self.url)
                 self.root.delete("lock")
 
-    def _lock_holder(self) -> str | None:
-        """Who holds the lock, or ``None`` when the lock is stale."""
+    def lock_holder(self) -> str | None:
+        """Who holds the lock, or ``None`` when it is free or stale."""
         try:
             lock = self.root.read("lock")
         except CorruptCheckpointError:

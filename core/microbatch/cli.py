@@ -31,7 +31,7 @@ from rich.table import Table
 
 from . import __version__
 from .errors import CheckpointError, MicrobatchError, UnknownFormatError
-from .options import Option, normalize
+from .options import Option
 from .registry import ConnectorInfo, ConnectorRegistry
 
 if TYPE_CHECKING:
@@ -162,27 +162,13 @@ def _cmd_connectors(args: argparse.Namespace, out: Console, err: Console) -> int
     if args.name is None:
         _print_connector_list(registry, out, err)
         return 0
-    infos = [
-        info
-        for info in sorted(registry.connectors(), key=lambda info: info.role != "source")
-        if normalize(info.format_name) == normalize(args.name)
-    ]
-    if not infos:
-        err.print(escape(_unknown_format_message(registry, args.name)), highlight=False)
+    try:
+        infos = sorted(registry.find_any(args.name), key=lambda info: info.role != "source")
+    except UnknownFormatError as error:
+        err.print(escape(str(error)), highlight=False)
         return 2
     _print_connector(infos, out)
     return 0
-
-
-def _unknown_format_message(registry: ConnectorRegistry, name: str) -> str:
-    """The registry's message for ``name``, from the role that has a close match if any."""
-    messages = []
-    for role in ("source", "sink"):
-        try:
-            registry.find(role, name)
-        except UnknownFormatError as error:
-            messages.append(str(error))
-    return next((message for message in messages if "Did you mean" in message), messages[0])
 
 
 def _guarantee(info: ConnectorInfo) -> str:
@@ -529,7 +515,7 @@ def _lock_holder(checkpoint: Checkpoint) -> str | None:
     """Who holds the checkpoint's lock, or ``None`` when it is free or the lock is stale."""
     if not checkpoint.root.exists("lock"):
         return None
-    return checkpoint._lock_holder()
+    return checkpoint.lock_holder()
 
 
 def _cmd_checkpoint_inspect(args: argparse.Namespace, out: Console, err: Console) -> int:

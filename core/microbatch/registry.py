@@ -117,10 +117,12 @@ class ConnectorRegistry:
         never hides the others.
         """
         self._current = (name, distribution, version)
+        before = dict(self._connectors)
         try:
             self.plugin_manager.register(plugin, name=name)
             self._call_register(plugin)
         except Exception as error:  # a broken plugin must not break the others
+            self._connectors = before  # nor leave half of its connectors behind
             if self.plugin_manager.is_registered(plugin):
                 self.plugin_manager.unregister(plugin)
             self.failures.append(PluginFailure(name, distribution, version, _describe(error)))
@@ -177,15 +179,27 @@ class ConnectorRegistry:
             return info
         raise UnknownFormatError(self._unknown_message(role, format_name))
 
-    def _unknown_message(self, role: Role, format_name: str) -> str:
+    def find_any(self, format_name: str) -> list[ConnectorInfo]:
+        """Every connector (source, sink or both) registered for ``format_name``.
+
+        Raises :class:`UnknownFormatError` with suggestions from all installed formats.
+        """
+        key = normalize(format_name)
+        found = [info for info in self.connectors() if normalize(info.format_name) == key]
+        if found:
+            return found
+        raise UnknownFormatError(self._unknown_message(None, format_name))
+
+    def _unknown_message(self, role: Role | None, format_name: str) -> str:
         installed = sorted(
-            info.format_name for (r, _), info in self._connectors.items() if r == role
+            {info.format_name for (r, _), info in self._connectors.items() if role in (None, r)}
         )
         close = difflib.get_close_matches(format_name, installed, n=1, cutoff=0.6)
-        lines = [f"Unknown {role} format '{format_name}'."]
+        kind = f"{role} format" if role else "format"
+        lines = [f"Unknown {kind} '{format_name}'."]
         if close:
             lines[0] += f" Did you mean '{close[0]}'?"
-        lines.append(f"Installed {role} formats: {', '.join(installed) or 'none'}.")
+        lines.append(f"Installed {kind}s: {', '.join(installed) or 'none'}.")
         distribution = _FIRST_PARTY.get(normalize(format_name).replace("_", "-"))
         if distribution:
             lines.append(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
@@ -56,9 +55,9 @@ SESSION_OPTIONS = OptionSpec(
     Option(
         name="maxReadThreads",
         type="int",
-        default=os.cpu_count() or 1,
         minimum=1,
-        doc="Threads that read and write the splits of one batch in parallel.",
+        doc="Threads that read and write the splits of one batch in parallel "
+        "(default: the number of CPUs).",
     ),
     Option(
         name="schemaInference",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import uuid
@@ -261,7 +262,7 @@ class DataStreamWriter:
             settings=EngineSettings(
                 polling_delay=conf.get("pollingDelay").total_seconds(),
                 idle_progress_interval=conf.get("noDataProgressEventInterval").total_seconds(),
-                max_workers=conf.get("maxReadThreads"),
+                max_workers=conf.get("maxReadThreads") or os.cpu_count() or 1,
             ),
             report=query._record,
             report_idle=query._record_idle,

@@ -120,3 +120,18 @@ def test_entry_point_that_fails_to_import_is_reported(tmp_path: Path) -> None:
     """
     out = run_python(code, PYTHONPATH=str(tmp_path)).splitlines()
     assert out == ["[('broken', 'microbatch-broken', '1.2')]", "microbatch-rate"]
+
+
+def test_a_plugin_that_fails_halfway_leaves_none_of_its_connectors() -> None:
+    class HalfBroken:
+        @mb.hookimpl
+        def microbatch_register_connectors(self, registry: ConnectorRegistry) -> None:
+            registry.add_sink(TinySink)
+            raise RuntimeError("second registration failed")
+
+    registry = ConnectorRegistry()
+    registry.register_plugin(HalfBroken(), "half", distribution="dist-half", version="1")
+    assert registry.connectors() == []
+    assert "second registration failed" in registry.failures[0].error
+    with pytest.raises(UnknownFormatError, match="Unknown format 'tiny'"):
+        registry.find_any("tiny")

@@ -59,13 +59,13 @@ def test_a_second_writer_of_the_same_batch_is_refused(location: str) -> None:
 
 
 def test_retention_keeps_the_newest_entries(location: str) -> None:
-    checkpoint = Checkpoint(location, retain=3)
+    checkpoint = Checkpoint(location, retain=3)  # as Spark: ids 2-5 remain after 0-5
     checkpoint.open(source="rate", sink="memory")
     for batch_id in range(6):
         checkpoint.write_offsets(entry(batch_id))
         checkpoint.write_commit(batch_id, 1)
-    assert checkpoint.batch_ids(checkpoint.offsets) == [3, 4, 5]
-    assert checkpoint.batch_ids(checkpoint.commits) == [3, 4, 5]
+    assert checkpoint.batch_ids(checkpoint.offsets) == [2, 3, 4, 5]
+    assert checkpoint.batch_ids(checkpoint.commits) == [2, 3, 4, 5]
 
 
 def test_other_source_is_refused(location: str) -> None:
@@ -157,3 +157,25 @@ def test_state_store_writes_atomically_and_exclusively(location: str) -> None:
     store.delete("x")
     store.delete("x")
     assert store.names() == ["y"]
+
+
+def test_lock_sees_through_other_spellings_of_the_same_folder(tmp_path: Path) -> None:
+    first = Checkpoint(str(tmp_path / "cp"))
+    first.acquire("run-1")
+    for spelling in (f"file://{tmp_path}/cp", f"{tmp_path}/cp/.", f"{tmp_path}/x/../cp"):
+        with pytest.raises(CheckpointInUseError):
+            Checkpoint(spelling).acquire("run-2")
+    first.release()
+
+
+def test_release_removes_only_its_own_lock(tmp_path: Path) -> None:
+    location = str(tmp_path / "cp")
+    first = Checkpoint(location)
+    first.acquire("run-1")
+    first.release()
+    second = Checkpoint(location)
+    second.acquire("run-2")
+    first.release()  # a late second release of the first run must not free the second's lock
+    assert json.loads((tmp_path / "cp" / "lock").read_text())["runId"] == "run-2"
+    second.release()
+    assert not (tmp_path / "cp" / "lock").exists()

@@ -444,3 +444,79 @@ def test_secrets_never_reach_errors_progress_or_logs(leaky: Any, caplog: Any, ca
     ]
     assert "login refused for password" in str(caught.value)
     assert all("pw-123" not in text for text in shown)
+
+
+class CountingSource(LeakySource):
+    """Counts ``latest_offset`` calls; never has new data; may refuse to start."""
+
+    format_name = "counting-test"
+    calls = 0
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        if self.opts.fail_at == 0:
+            raise ConnectionError(f"cannot log in with {self.opts.password}")
+
+    def latest_offset(self, start: dict[str, int], limit: mb.ReadLimit) -> dict[str, int]:
+        CountingSource.calls += 1
+        return start
+
+
+@pytest.fixture
+def counting(session: Any) -> Any:
+    class Plugin:
+        @mb.hookimpl
+        def microbatch_register_connectors(self, registry: Any) -> None:
+            registry.add_source(CountingSource)
+
+    session.registry.register_plugin(Plugin(), "counting")
+    CountingSource.calls = 0
+    return session
+
+
+def test_processing_time_is_honoured_while_idle(counting: Any) -> None:
+    frame = counting.read_stream.format("counting-test").option("password", "pw-123").load()
+    query = frame.write_stream.format("noop").trigger(processing_time="1 hour").start()
+    time.sleep(0.3)  # the default trigger would have polled ~30 times meanwhile
+    query.stop()
+    assert CountingSource.calls == 1
+
+
+def test_start_time_errors_carry_no_secret(counting: Any) -> None:
+    frame = counting.read_stream.format("counting-test").options(password="pw-123", failAt=0)
+    with pytest.raises(ConnectionError) as caught:
+        frame.load().write_stream.format("noop").start()
+    assert "cannot log in with" in str(caught.value) and "pw-123" not in str(caught.value)
+    assert counting.streams.active == []
+
+
+def test_waiting_on_the_query_thread_is_refused(session: Any) -> None:
+    errors: list[BaseException] = []
+    holder: list[Any] = []
+
+    def inside(table: pa.Table, batch_id: int) -> None:
+        try:
+            holder[0].process_all_available()
+        except mb.ConfigurationError as error:
+            errors.append(error)
+
+    stream = MemoryStream(SCHEMA)
+    query = stream.to_frame(session).write_stream.foreach_batch(inside).start()
+    holder.append(query)
+    stream.add_data([1])
+    query.process_all_available()
+    query.stop()
+    assert "called on the query's own thread" in str(errors[0])
+
+
+def test_a_terminated_query_is_no_longer_active_when_await_returns(session: Any) -> None:
+    class SlowListener(mb.StreamingQueryListener):
+        def on_query_terminated(self, event: Any) -> None:
+            time.sleep(0.2)
+
+    session.streams.add_listener(SlowListener())
+    for _ in range(2):  # the same name again right after termination
+        query = rate(session).write_stream.format("memory").query_name("again")
+        running = query.trigger(once=True).start()
+        running.await_termination()
+        assert session.streams.active == []

@@ -16,12 +16,15 @@ so a checkpoint may live on any filesystem fsspec reaches, ``memory://`` include
 from __future__ import annotations
 
 import os
+import posixpath
 import socket
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
 
 from .errors import (
     CheckpointError,
@@ -38,7 +41,7 @@ FORMAT_VERSION = 1
 
 # Checkpoints held by running queries of this process. A lock file naming this process is
 # stale exactly when its checkpoint is not in this set.
-_HELD: set[str] = set()
+_HELD: set[tuple[str, str]] = set()
 _HELD_GUARD = threading.Lock()
 
 
@@ -89,6 +92,7 @@ class Checkpoint:
         self.offsets = self.root.child("offsets")
         self.commits = self.root.child("commits")
         self._purged_below = 0
+        self._run_id: str | None = None
 
     # -- metadata -------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any] | None:
@@ -145,33 +149,63 @@ class Checkpoint:
         return existing
 
     # -- ownership ------------------------------------------------------------------------
+    @property
+    def identity(self) -> tuple[str, str]:
+        """The checkpoint's folder, however its URL was spelt (``ck``, ``file://ck``, ``ck/.``)."""
+        protocol = self.root.fs.protocol
+        protocol = protocol if isinstance(protocol, str) else protocol[0]
+        path = self.root.path
+        if isinstance(self.root.fs, LocalFileSystem):
+            return "file", os.path.realpath(path)
+        return protocol, posixpath.normpath(path)
+
     def acquire(self, run_id: str) -> None:
         """Take the checkpoint for run ``run_id``; :class:`CheckpointInUseError` if held.
 
-        A lock left by a process that no longer runs on this host is taken over.
+        A lock left by a process that no longer runs on this host is taken over; when two
+        processes race for the same stale lock, one wins and the other is refused.
         """
+        record = {
+            "runId": run_id,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "startedAt": iso_timestamp(time.time()),
+        }
         with _HELD_GUARD:
-            if self.url in _HELD:
+            if self.identity in _HELD:
                 raise self._in_use("another active query of this process")
-            record = {
-                "runId": run_id,
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "startedAt": iso_timestamp(time.time()),
-            }
             if not self.root.create("lock", record):
                 holder = self.lock_holder()
                 if holder is not None:
                     raise self._in_use(holder)
-                self.root.write("lock", record)
-            _HELD.add(self.url)
+                if not self._set_aside("lock") or not self.root.create("lock", record):
+                    raise self._in_use(self.lock_holder() or "another process starting now")
+            self._run_id = run_id
+            _HELD.add(self.identity)
 
     def release(self) -> None:
-        """Give the checkpoint up (idempotent)."""
+        """Give the checkpoint up (idempotent); the lock file goes only if it is this run's."""
         with _HELD_GUARD:
-            if self.url in _HELD:
-                _HELD.discard(self.url)
+            run_id, self._run_id = self._run_id, None
+            if run_id is None or self.identity not in _HELD:
+                return
+            _HELD.discard(self.identity)
+            try:
+                lock = self.root.read("lock")
+            except CorruptCheckpointError:
+                return
+            if isinstance(lock, dict) and lock.get("runId") == run_id:
                 self.root.delete("lock")
+
+    def _set_aside(self, name: str) -> bool:
+        """Move a stale file out of the way; False when another process moved it first."""
+        aside = f".{name}.stale-{uuid.uuid4().hex}"
+        try:
+            self.root.fs.mv(self.root.location(name), self.root.location(aside))
+        except FileNotFoundError:
+            return False
+        self.root.delete(aside)
+        return True
 
     def lock_holder(self) -> str | None:
         """Who holds the lock, or ``None`` when it is free or stale."""
@@ -257,7 +291,7 @@ class Checkpoint:
 
     def _purge(self, newest: int) -> None:
         """Delete log entries older than the retained window."""
-        keep_from = newest - self.retain + 1
+        keep_from = newest - self.retain  # as Spark: ids below N - minBatchesToRetain go
         while self._purged_below < keep_from:
             name = str(self._purged_below)
             self.offsets.delete(name)

@@ -29,6 +29,7 @@ import pyarrow as pa
 from .checkpoint import BatchEntry, Checkpoint
 from .connector import Offset, ReadAllAvailable, ReadLimit, Sink, Source, part_scope
 from .errors import SchemaMismatchError
+from .options import scrub
 from .progress import StreamingQueryProgress, iso_timestamp
 from .transforms import Pipeline
 from .triggers import AvailableNow, Once, Trigger
@@ -45,6 +46,8 @@ class EngineSettings:
     polling_delay: float = 0.01
     idle_progress_interval: float = 10.0
     max_workers: int = 2
+    secrets: tuple[str, ...] = ()
+    """Option values to keep out of log messages."""
 
 
 @dataclass
@@ -92,16 +95,16 @@ class MicroBatchEngine:
         self._phase = phase
         self.stop_requested = threading.Event()
         self.wake = threading.Event()
-        self.idle_checks = 0
-        """How many triggers found nothing new with every batch committed."""
+        self.caught_up_at = float("-inf")
+        """Start time of the latest trigger that found nothing new, all batches committed."""
         self.idle_condition = threading.Condition()
         self._pool: ThreadPoolExecutor | None = None
         self._next_batch_id = 0
         self._start: Offset = {}
         self._pending: BatchEntry | None = None
-        self._last_trigger_start: float | None = None
+        self._last_trigger_start: float | None = None  # of any trigger: drives the schedule
+        self._last_batch_start: float | None = None  # of a trigger that ran a batch: for rates
         self._last_idle_report = float("-inf")
-        self.last_batch_explained: list[str] = []
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> None:
@@ -146,15 +149,15 @@ class MicroBatchEngine:
             self._next_batch_id = latest.batch_id
 
     def _run_pending(self) -> None:
-        if self._pending is not None:
+        if self._pending is not None and not self.stop_requested.is_set():
             entry, self._pending = self._pending, None
             self._run_batch(entry, trigger_start=time.time(), latest_ms=0.0, replay=True)
 
     def _run_once(self) -> None:
         if self._pending is not None:
             self._run_pending()
-            return
-        self._trigger(ReadAllAvailable())
+        elif not self.stop_requested.is_set():
+            self._trigger(ReadAllAvailable())
 
     def _run_available_now(self) -> None:
         self._run_pending()
@@ -163,7 +166,7 @@ class MicroBatchEngine:
             limit = self.source.default_read_limit()
             while not self.stop_requested.is_set() and self._trigger(limit):
                 pass
-        else:
+        elif not self.stop_requested.is_set():
             self._trigger(ReadAllAvailable())
 
     def _run_continuously(self) -> None:
@@ -189,6 +192,7 @@ class MicroBatchEngine:
     def _trigger(self, limit: ReadLimit) -> bool:
         """Ask the source for new data and run a batch when there is some."""
         trigger_start = time.time()
+        self._last_trigger_start = trigger_start
         self._set_status(f"Getting offsets from {self.source.describe()}", False, True)
         clock = time.perf_counter()
         end = self.source.latest_offset(self._start, limit)
@@ -207,7 +211,7 @@ class MicroBatchEngine:
 
     def _idle(self, trigger_start: float, latest_ms: float) -> None:
         with self.idle_condition:
-            self.idle_checks += 1
+            self.caught_up_at = trigger_start
             self.idle_condition.notify_all()
         if trigger_start - self._last_idle_report < self.settings.idle_progress_interval:
             return
@@ -246,7 +250,11 @@ class MicroBatchEngine:
         clock = time.perf_counter()
         counts = _Counts(input_rows=[0] * len(splits), output_rows=[0] * len(splits))
         messages = self._write_splits(batch_id, splits, counts)
-        self.sink.commit(batch_id, messages)
+        try:
+            self.sink.commit(batch_id, messages)
+        except BaseException:
+            self._abort(batch_id, messages)
+            raise
         self._phase(batch_id, "sink_committed")
         timings["addBatch"] = (time.perf_counter() - clock) * 1000
 
@@ -269,7 +277,7 @@ class MicroBatchEngine:
             input_rows=input_rows,
             output_rows=sum(counts.output_rows),
         )
-        self._last_trigger_start = trigger_start
+        self._last_batch_start = trigger_start
         self._last_idle_report = trigger_start  # as Spark: idle progress again only after a pause
         self._report(progress)
 
@@ -284,41 +292,43 @@ class MicroBatchEngine:
             self._phase(batch_id, "sink_write_done")
             return message
 
-        if len(splits) <= 1 or self.settings.max_workers <= 1:
-            messages: list[Any] = []
-            try:
-                for index in range(len(splits)):
-                    messages.append(write_one(index))
-            except BaseException:
-                self._abort(batch_id, messages)
-                raise
-            return messages
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(
-                max_workers=self.settings.max_workers, thread_name_prefix="microbatch-split"
-            )
-        futures: list[Future[Any]] = [
-            self._pool.submit(write_one, index) for index in range(len(splits))
-        ]
-        done: list[Any] = []
+        messages: list[Any] = [None] * len(splits)
         failure: BaseException | None = None
-        for future in futures:
+        futures: list[Future[Any]] = []
+        if len(splits) > 1 and self.settings.max_workers > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.settings.max_workers - 1,
+                    thread_name_prefix="microbatch-split",
+                )
+            futures = [self._pool.submit(write_one, index) for index in range(1, len(splits))]
+        inline = range(len(splits)) if not futures else range(1)
+        try:  # this thread writes split 0 (or all of them) while the pool writes the rest
+            for index in inline:
+                messages[index] = write_one(index)
+        except BaseException as error:
+            failure = error
+        for index, future in enumerate(futures, start=1):
+            if failure is not None and future.cancel():
+                continue
             try:
-                done.append(future.result())
+                messages[index] = future.result()
             except BaseException as error:
-                done.append(None)
                 failure = failure or error
         if failure is not None:
-            self._abort(batch_id, done)
+            self._abort(batch_id, messages)
             raise failure
-        return done
+        return messages
 
     def _abort(self, batch_id: int, messages: list[Any]) -> None:
+        """Tell the sink to clean up; ``messages`` has ``None`` for parts that wrote nothing."""
         try:
             self.sink.abort(batch_id, messages)
-        except Exception:
-            log.exception(
-                "abort of batch %d failed (the batch will be re-run on restart)", batch_id
+        except Exception as error:
+            log.error(
+                "abort of batch %d failed (it will be re-run on restart): %s",
+                batch_id,
+                scrub(f"{type(error).__name__}: {error}", self.settings.secrets),
             )
 
     def _transformed(self, split: Any, index: int, counts: _Counts) -> Iterator[pa.RecordBatch]:
@@ -345,7 +355,7 @@ class MicroBatchEngine:
         input_rows: int,
         output_rows: int,
     ) -> StreamingQueryProgress:
-        previous = self._last_trigger_start
+        previous = self._last_batch_start
         since_previous = trigger_start - previous if previous is not None else float("inf")
         input_rate = input_rows / since_previous if since_previous > 0 else 0.0
         processed_rate = input_rows / max(0.001, durations.get("triggerExecution", 0) / 1000)

@@ -10,7 +10,7 @@
     │   ├── UnsupportedOperationError output mode, trigger or feature a connector does not support
     │   └── CheckpointError           a checkpoint that cannot be used
     │       ├── CheckpointInUseError  another active query holds it
-    │       ├── CheckpointMismatchError  it belongs to a query with another source or sink
+    │       ├── CheckpointMismatchError  it belongs to a query with another source
     │       └── CorruptCheckpointError   one of its files cannot be read
     ├── PluginLoadError               a connector distribution failed to import or register
     ├── SchemaMismatchError           a source produced batches that differ from its schema
@@ -80,7 +80,7 @@ class CheckpointInUseError(CheckpointError):
 
 
 class CheckpointMismatchError(CheckpointError):
-    """The checkpoint was written by a query with a different source or sink."""
+    """The checkpoint was written by a query with a different source."""
 
 
 class CorruptCheckpointError(CheckpointError):

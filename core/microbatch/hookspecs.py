@@ -51,10 +51,12 @@ def microbatch_query_terminated(event: QueryTerminatedEvent) -> None:
 
 @hookspec
 def microbatch_batch_phase(query_id: str, batch_id: int, phase: str) -> None:
-    """A batch reached a step of the write-ahead protocol. Fires on the query's thread.
+    """A batch reached a step of the write-ahead protocol. Fires on the query's thread, except
+    ``"sink_write_done"``, which fires on the thread that wrote the part.
 
     ``phase`` is one of ``"offsets_written"`` (the offset log entry is durable, no side effect
     yet), ``"sink_write_done"`` (one part was written, before the sink's commit),
     ``"sink_committed"`` (the sink committed, before the commit log entry) and
-    ``"batch_committed"``. Meant for instrumentation and for crash tests.
+    ``"batch_committed"``. Meant for instrumentation and for crash tests: an exception raised
+    here fails the batch exactly as a crash at that step would (it is re-run on restart).
     """

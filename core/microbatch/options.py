@@ -19,10 +19,33 @@ from typing import Any, Literal
 from .durations import parse_duration
 from .errors import OptionError
 
-__all__ = ["REDACTED", "Option", "OptionSpec", "OptionType", "Options", "normalize", "scrub"]
+__all__ = [
+    "REDACTED",
+    "Option",
+    "OptionSpec",
+    "OptionType",
+    "Options",
+    "normalize",
+    "redact_error",
+    "scrub",
+]
 
 OptionType = Literal["string", "int", "float", "bool", "duration", "list", "json", "object"]
 REDACTED = "*********(redacted)"
+# Passthrough option names containing any of these are treated as secrets.
+_SECRET_WORDS = (
+    "password",
+    "passwd",
+    "secret",
+    "jaas",
+    "token",
+    "credential",
+    "key",
+    "auth",
+    "keystore",
+    "truststore",
+    "certificate",
+)
 
 
 def normalize(name: str) -> str:
@@ -247,7 +270,7 @@ class OptionSpec:
         self,
         *options: Option,
         prefixes: tuple[str, ...] = (),
-        secret_words: tuple[str, ...] = ("password", "secret", "sasl.jaas", "token", "credential"),
+        secret_words: tuple[str, ...] = _SECRET_WORDS,
     ) -> None:
         self.options = tuple(options)
         self.prefixes = prefixes
@@ -330,7 +353,16 @@ class OptionSpec:
         return f"unknown option '{name}'{hint}; known options: {known}"
 
 
-def scrub(text: str, secrets: list[str]) -> str:
+def redact_error(error: BaseException, secrets: list[str]) -> BaseException:
+    """``error`` with every secret removed from its message (changed in place, returned)."""
+    message = str(error)
+    cleaned = scrub(message, secrets)
+    if cleaned != message:
+        error.args = (cleaned,)
+    return error
+
+
+def scrub(text: str, secrets: list[str] | tuple[str, ...]) -> str:
     """``text`` with every occurrence of each secret replaced by a redaction marker."""
     for secret in sorted(secrets, key=len, reverse=True):
         if len(secret) >= 3:

@@ -95,6 +95,7 @@ class StreamingQuery:
         """
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"timeout must be positive, got {timeout}")
+        self._refuse_on_query_thread("await_termination")
         ended = self._terminated.wait(timeout)
         if self._exception is not None:
             raise self._exception
@@ -106,18 +107,17 @@ class StreamingQuery:
         Raises the query's error if it fails meanwhile. Returns at once on a stopped query.
         May never return for a source that always has new data (``rate``).
         """
+        self._refuse_on_query_thread("process_all_available")
         engine = self._engine
         if engine is None or not self.is_active:
             if self._exception is not None:
                 raise self._exception
             return
-        with engine.idle_condition:
-            seen = engine.idle_checks
+        called_at = time.time()
         engine.wake.set()
         with engine.idle_condition:
-            while engine.idle_checks <= seen + 1 and self.is_active:
+            while engine.caught_up_at < called_at and self.is_active:
                 engine.idle_condition.wait(0.05)
-                engine.wake.set()
         if self._exception is not None:
             raise self._exception
 
@@ -139,6 +139,13 @@ class StreamingQuery:
             else [line for line in self._explain_lines if not line.startswith("    option ")]
         )
         print("\n".join(lines))
+
+    def _refuse_on_query_thread(self, method: str) -> None:
+        if self._thread is threading.current_thread():
+            raise ConfigurationError(
+                f"{method}() was called on the query's own thread (from a listener or a sink "
+                "function), where it would wait forever; call it from another thread"
+            )
 
     def __repr__(self) -> str:
         state = "active" if self.is_active else "terminated"
@@ -172,8 +179,9 @@ class StreamingQuery:
             try:
                 self._on_end(failed)
             finally:
+                self._manager._deactivate(self)
                 self._terminated.set()
-                self._manager._terminated(self)
+                self._manager._announce_termination(self)
 
     def _set_status(self, message: str, data: bool, active: bool) -> None:
         self._status = {"message": message, "isDataAvailable": data, "isTriggerActive": active}
@@ -186,7 +194,8 @@ class StreamingQuery:
     def _record_idle(self, progress: StreamingQueryProgress) -> None:
         self._recent.append(progress)
         self._manager._post_idle(
-            QueryIdleEvent(id=self.id, run_id=self.run_id, timestamp=progress["timestamp"])
+            QueryIdleEvent(id=self.id, run_id=self.run_id, timestamp=progress["timestamp"]),
+            progress,
         )
 
 
@@ -261,7 +270,14 @@ class StreamingQueryManager:
         self._notify("on_query_started", event)
         self._hook("microbatch_query_started", event=event)
 
-    def _terminated(self, query: StreamingQuery) -> None:
+    def _deactivate(self, query: StreamingQuery) -> None:
+        """The query no longer counts as active (before ``await_termination`` returns)."""
+        with self._lock:
+            self._active.pop(query.run_id, None)
+            self._last_terminated = query
+            self._lock.notify_all()
+
+    def _announce_termination(self, query: StreamingQuery) -> None:
         error = query.exception()
         event = QueryTerminatedEvent(
             id=query.id,
@@ -271,17 +287,14 @@ class StreamingQueryManager:
         )
         self._notify("on_query_terminated", event)
         self._hook("microbatch_query_terminated", event=event)
-        with self._lock:
-            self._active.pop(query.run_id, None)
-            self._last_terminated = query
-            self._lock.notify_all()
 
     def _post_progress(self, progress: StreamingQueryProgress) -> None:
         self._notify("on_query_progress", progress)
         self._hook("microbatch_query_progress", progress=progress)
 
-    def _post_idle(self, event: QueryIdleEvent) -> None:
+    def _post_idle(self, event: QueryIdleEvent, progress: StreamingQueryProgress) -> None:
         self._notify("on_query_idle", event)
+        self._hook("microbatch_query_progress", progress=progress)
 
     def _notify(self, callback: str, event: Any) -> None:
         with self._lock:

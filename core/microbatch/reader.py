@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from .connector import ReadAllAvailable, Source, SourceContext
 from .errors import ConfigurationError, SchemaError
-from .options import Options
+from .options import Options, redact_error
 from .registry import ConnectorInfo
 from .types import as_schema
 
@@ -134,6 +134,12 @@ class DataReader(_ReaderBase):
     def load(self, path: str | None = None) -> pa.Table:
         """Everything the source holds now, as one ``pyarrow.Table``."""
         spec = self._spec(path)
+        try:
+            return self._read_all(spec)
+        except BaseException as error:
+            raise redact_error(error, spec.options.secret_values()) from None
+
+    def _read_all(self, spec: SourceSpec) -> pa.Table:
         source = spec.build(self._session, streaming=False)
         try:
             start = source.initial_offset()

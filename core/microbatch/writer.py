@@ -17,6 +17,7 @@ from .checkpoint import Checkpoint
 from .connector import OutputMode, Sink, SinkContext
 from .engine import EngineSettings, MicroBatchEngine
 from .errors import CheckpointError, ConfigurationError, UnsupportedOperationError
+from .options import normalize, redact_error, scrub
 from .query import StreamingQuery
 from .triggers import Default, Trigger
 
@@ -142,11 +143,12 @@ class DataStreamWriter:
         checkpoint.acquire(run_id)
         try:
             return self._launch(checkpoint, run_id, info.format_name, sink_options, temporary)
-        except BaseException:
+        except BaseException as error:
             checkpoint.release()
             if temporary:
                 shutil.rmtree(location, ignore_errors=True)
-            raise
+            secrets = self._frame.source_spec.options.secret_values()
+            raise redact_error(error, secrets + sink_options.secret_values()) from None
 
     def _checkpoint_location(self, given: Any, sink_class: Any) -> tuple[str, bool]:
         """Where the checkpoint lives, and whether it is a temporary one."""
@@ -180,13 +182,18 @@ class DataStreamWriter:
             wake=lambda: wake_target[0].wake.set() if wake_target else None,
         )
         parts: list[Any] = [source]
+        secrets = spec.options.secret_values() + sink_options.secret_values()
 
         def on_end(failed: bool) -> None:
             for part in parts:
                 try:
                     part.stop()
-                except Exception:
-                    log.exception("stopping %s failed (ignored)", part.describe())
+                except Exception as error:
+                    log.error(
+                        "stopping %s failed (ignored): %s",
+                        part.describe(),
+                        scrub(f"{type(error).__name__}: {error}", secrets),
+                    )
             checkpoint.release()
             if temporary and (not failed or session.conf.get("forceDeleteTempCheckpointLocation")):
                 shutil.rmtree(checkpoint.url, ignore_errors=True)
@@ -226,7 +233,7 @@ class DataStreamWriter:
                 name=self._name,
                 manager=session.streams,
                 explain_lines=self._explain(source, sink, sink_options),
-                secrets=spec.options.secret_values() + sink_options.secret_values(),
+                secrets=secrets,
                 on_end=on_end,
             )
             query.run_id = run_id
@@ -251,6 +258,10 @@ class DataStreamWriter:
         conf = self._frame.session.conf
         phase_hook = self._frame.session.registry.plugin_manager.hook.microbatch_batch_phase
         query_id = query.id
+
+        def phase(batch_id: int, step: str) -> None:
+            phase_hook(query_id=query_id, batch_id=batch_id, phase=step)
+
         return MicroBatchEngine(
             source=source,
             sink=sink,
@@ -263,13 +274,12 @@ class DataStreamWriter:
                 polling_delay=conf.get("pollingDelay").total_seconds(),
                 idle_progress_interval=conf.get("noDataProgressEventInterval").total_seconds(),
                 max_workers=conf.get("maxReadThreads") or os.cpu_count() or 1,
+                secrets=tuple(query._secrets),
             ),
             report=query._record,
             report_idle=query._record_idle,
             set_status=query._set_status,
-            phase=lambda batch_id, phase: phase_hook(
-                query_id=query_id, batch_id=batch_id, phase=phase
-            ),
+            phase=phase if phase_hook.get_hookimpls() else _no_phase,
         )
 
     def _explain(self, source: Any, sink: Sink, sink_options: Any) -> list[str]:
@@ -283,9 +293,12 @@ class DataStreamWriter:
         return lines
 
 
+def _no_phase(batch_id: int, phase: str) -> None:
+    """Stands in for the phase hook when no plugin implements it (keeps the hot path short)."""
+
+
 def _pop(raw: dict[str, Any], name: str) -> Any:
     """Remove ``name`` from ``raw`` under any spelling and return its value."""
-    from .options import normalize
 
     for key in list(raw):
         if normalize(key) == normalize(name):

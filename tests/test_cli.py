@@ -369,21 +369,17 @@ def test_inspect_a_checkpoint_written_by_a_real_query(
     assert (batch["start"], batch["end"], batch["numInputRows"]) == (start, end, 7)
 
 
-def test_demo_runs_a_real_query_and_restarts_it(
-    wide: None, capsys: pytest.CaptureFixture[str]
+def test_demo_streams_files_into_a_parquet_table(
+    wide: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["demo", "--seconds", "1.5", "--rows-per-batch", "50"]) == 0
+    folder = tmp_path / "demo"
+    arguments = ["--seconds", "1", "--files-per-second", "8", "--rows-per-file", "200"]
+    assert main(["demo", *arguments, "--folder", str(folder)]) == 0
     out = capsys.readouterr().out
-    batches = int(row_of(out, "batches")[1])
-    read = int(row_of(out, "rows read")[1].replace(",", ""))
-    kept = int(row_of(out, "rows in the memory table")[1].replace(",", ""))
-    assert batches >= 2
-    assert read == batches * 50
-    assert kept == read // 2  # the even values
-    assert row_of(out, "max value")[1] == str(read - 2)
-    restart = row_of(out, "restart (available_now)")[1]
-    assert restart.startswith(f"batch {batches - 1} from offset ")
-    location = row_of(out, "checkpoint")[1]
-    assert sorted(os.listdir(Path(location, "commits"))) == sorted(map(str, range(batches)))
-    assert f"microbatch checkpoint inspect {location}" in out
-    shutil.rmtree(location)
+    files = int(row_of(out, "files generated")[1].replace(",", ""))
+    generated = int(row_of(out, "rows generated")[1].replace(",", ""))
+    assert files >= 2 and generated == files * 200
+    assert row_of(out, "rows in the table")[1] == f"{generated:,} (every row exactly once)"
+    assert len(list((folder / "incoming").glob("*.json"))) == files
+    assert sorted(os.listdir(folder / "checkpoint" / "commits"))
+    assert f"microbatch checkpoint inspect {folder / 'checkpoint'}" in out

@@ -4,7 +4,7 @@
 
     microbatch connectors [NAME]              installed connectors, or one connector's options
     microbatch checkpoint inspect DIR [--json]   what a checkpoint holds (DIR may be an fsspec URL)
-    microbatch demo [--seconds N] [--rows-per-batch N]   a live rate -> filter -> memory query
+    microbatch demo [--seconds N] [--files-per-second N]   JSON files -> parquet table, live
     microbatch docs options [--output FILE]   the option reference, in Markdown
 
 Start-up stays quick: only the registry and options load up front; the engine and pyarrow-heavy
@@ -19,13 +19,11 @@ import importlib
 import json
 import os
 import sys
-import tempfile
-import time
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -36,10 +34,8 @@ from .registry import ConnectorInfo, ConnectorRegistry
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
-    from .query import StreamingQuery
-    from .session import Session
 
-__all__ = ["build_parser", "main", "render_option_reference", "run_demo_query"]
+__all__ = ["build_parser", "main", "render_option_reference"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,14 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="run a live demo query (rate-micro-batch -> filter -> memory)",
-        description="Run a real query for a few seconds with a live progress display, then "
-        "read its results back from the memory table.",
+        help="stream generated JSON event files into a parquet table, live",
+        description="A generator drops JSON event files into a folder while a query streams "
+        "them into a parquet table (json file source -> parquet file sink), then reads it back.",
     )
-    demo.add_argument("--seconds", type=_positive_float, default=5.0, help="how long to run")
+    demo.add_argument("--seconds", type=_positive_float, default=6.0, help="how long files arrive")
     demo.add_argument(
-        "--rows-per-batch", type=_positive_int, default=1000, help="rows of each micro-batch"
+        "--files-per-second", type=_positive_float, default=10.0, help="how fast files arrive"
     )
+    demo.add_argument("--rows-per-file", type=_positive_int, default=5000, help="events per file")
+    demo.add_argument(
+        "--max-files-per-trigger", type=_positive_int, default=5, help="files per micro-batch"
+    )
+    demo.add_argument("--folder", help="where to put the files (default: a new temporary folder)")
     demo.set_defaults(handler=_cmd_demo)
 
     docs = commands.add_parser("docs", help="render reference documentation")
@@ -607,149 +608,18 @@ def _compact(value: Any) -> str:
 # -- demo --------------------------------------------------------------------------------
 
 
-def run_demo_query(
-    session: Session, checkpoint: str, rows_per_batch: int, **trigger: Any
-) -> StreamingQuery:
-    """The demo pipeline: numbered rows, keep the even ones, collect them in memory.
-
-    ``trigger`` is passed to ``write_stream.trigger`` (``processing_time="1 second"``,
-    ``available_now=True``...). This is the code to copy when you write your own query.
-    """
-    import pyarrow.compute as pc
-
-    import microbatch as mb
-
-    numbers = (
-        session.read_stream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch).load()
-    )
-    evens = numbers.filter(pc.bit_wise_and(mb.col("value"), 1) == 0)
-    return (
-        evens.write_stream.format("memory")
-        .query_name("demo")
-        .trigger(**trigger)
-        .option("checkpointLocation", checkpoint)
-        .start()
-    )
-
-
 def _cmd_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
-    """Run the demo for ``--seconds``, then restart it once from its checkpoint."""
-    import microbatch as mb
+    from .demo import run_demo
 
-    checkpoint = tempfile.mkdtemp(prefix="microbatch-demo-")
-    session = mb.Session()
-    try:
-        query = run_demo_query(
-            session, checkpoint, args.rows_per_batch, processing_time="250 milliseconds"
-        )
-        watcher = _DemoWatcher(query)
-        try:
-            _watch(query, watcher, args.seconds, out)
-        finally:
-            query.stop()
-        if query.exception() is None:
-            # A restart resumes after the last committed batch: nothing is read twice.
-            watcher.query = run_demo_query(
-                session, checkpoint, args.rows_per_batch, available_now=True
-            )
-            watcher.query.await_termination(60)
-    except MicrobatchError as error:
-        err.print(f"[red]The demo failed:[/] {escape(str(error))}", highlight=False)
-        return 1
-    failure = query.exception() or watcher.query.exception()
-    if failure is not None:
-        err.print(f"[red]The demo query failed:[/] {escape(str(failure))}", highlight=False)
-        return 1
-    restart = watcher.query.last_progress
-    watcher.update()
-    out.print(_demo_summary(session, watcher, checkpoint, restart))
-    out.print(
-        f"Inspect its checkpoint with: microbatch checkpoint inspect {checkpoint}",
-        highlight=False,
-        soft_wrap=True,
+    return run_demo(
+        out,
+        err,
+        seconds=args.seconds,
+        files_per_second=args.files_per_second,
+        rows_per_file=args.rows_per_file,
+        files_per_trigger=args.max_files_per_trigger,
+        folder=args.folder,
     )
-    return 0
-
-
-class _DemoWatcher:
-    """Totals over every progress record of a query, read from ``recent_progress``."""
-
-    def __init__(self, query: StreamingQuery) -> None:
-        self.query = query
-        self.started = time.monotonic()
-        self.seen: set[int] = set()
-        self.batches = 0
-        self.input_rows = 0
-        self.output_rows = 0
-        self.last_duration_ms: int | None = None
-
-    def update(self) -> None:
-        for progress in self.query.recent_progress:
-            batch_id = int(progress.get("batchId", -1))
-            if batch_id in self.seen or not progress.get("numInputRows"):
-                continue
-            self.seen.add(batch_id)
-            self.batches += 1
-            self.input_rows += progress["numInputRows"]
-            self.output_rows += progress.get("sink", {}).get("numOutputRows", 0) or 0
-            self.last_duration_ms = progress.get("durationMs", {}).get("triggerExecution")
-
-    def table(self) -> Table:
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        table = Table(title="demo: rate-micro-batch -> filter -> memory", title_justify="left")
-        for column in ("Batches", "Input rows", "Output rows", "Rows/s", "Last batch"):
-            table.add_column(column, justify="right")
-        last = "-" if self.last_duration_ms is None else f"{self.last_duration_ms} ms"
-        table.add_row(
-            str(self.batches),
-            f"{self.input_rows:,}",
-            f"{self.output_rows:,}",
-            f"{self.input_rows / elapsed:,.0f}",
-            last,
-        )
-        return table
-
-
-def _watch(query: StreamingQuery, watcher: _DemoWatcher, seconds: float, out: Console) -> None:
-    from rich.live import Live
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    clock = Progress(TextColumn("running"), BarColumn(), TimeRemainingColumn(), console=out)
-    task = clock.add_task("demo", total=seconds)
-    deadline = time.monotonic() + seconds
-    with Live(Group(clock, watcher.table()), console=out, refresh_per_second=8) as live:
-        while query.is_active and time.monotonic() < deadline:
-            time.sleep(0.1)
-            watcher.update()
-            clock.update(task, completed=seconds - max(0.0, deadline - time.monotonic()))
-            live.update(Group(clock, watcher.table()))
-    out.print()
-
-
-def _demo_summary(
-    session: Session, watcher: _DemoWatcher, checkpoint: str, restart: dict[str, Any] | None
-) -> Table:
-    import pyarrow.compute as pc
-
-    result = session.table("demo")
-    values = result.column("value")
-    low, high = pc.min(values).as_py(), pc.max(values).as_py()
-    summary = Table(title="Result: session.table('demo')", title_justify="left", show_header=False)
-    summary.add_column()
-    summary.add_column()
-    summary.add_row("batches", str(watcher.batches))
-    summary.add_row("rows read", f"{watcher.input_rows:,}")
-    summary.add_row("rows in the memory table", f"{result.num_rows:,}")
-    summary.add_row("min value", "-" if low is None else str(low))
-    summary.add_row("max value", "-" if high is None else str(high))
-    if restart is not None:
-        start = restart["sources"][0]["startOffset"]
-        summary.add_row(
-            "restart (available_now)",
-            f"batch {restart['batchId']} from offset {_compact(start)}",
-        )
-    summary.add_row("checkpoint", checkpoint)
-    return summary
 
 
 if __name__ == "__main__":

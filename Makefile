@@ -17,12 +17,13 @@ install: $(STAMP)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Editable installs of the core (with dev tools), the testkit, the template and every
-# connector, in one pip run; repeated only when a pyproject.toml changed.
+# Editable installs of the core (with dev tools), the testkit (with the clients and
+# testcontainers its Kafka and PostgreSQL fixtures use), the template and every connector, in
+# one pip run; repeated only when a pyproject.toml changed.
 $(STAMP): $(PYPROJECTS) | $(BIN)/python
 	set -e; \
-	set -- -e '.[dev]'; \
-	for dir in plugins/testkit plugins/template connectors/*/; do \
+	set -- -e '.[dev]' -e 'plugins/testkit[services]'; \
+	for dir in plugins/template connectors/*/; do \
 		if [ -f "$$dir/pyproject.toml" ]; then set -- "$$@" -e "$${dir%/}"; fi; \
 	done; \
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$$@"

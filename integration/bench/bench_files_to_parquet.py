@@ -146,7 +146,9 @@ def main() -> None:
     for _ in range(args.repeat):  # interleaved, so that both see the same machine state
         for kind in results:
             results[kind].append(measure(kind, data, folder))
-    best = {kind: max(runs, key=lambda r: r["rows"] / r["seconds"]) for kind, runs in results.items()}
+    best = {
+        kind: max(runs, key=lambda r: r["rows"] / r["seconds"]) for kind, runs in results.items()
+    }
     print(f"{args.files} files x {args.rows:,} rows, best of {args.repeat}:")
     for kind, figures in best.items():
         rate = figures["rows"] / figures["seconds"]
@@ -159,9 +161,11 @@ def main() -> None:
     large = enlarge(data, folder, args.backlog_factor)
     big = measure("microbatch", large, folder)
     files = args.files * args.backlog_factor
-    print(f"backlog of {files} files: microbatch peak RSS {big['peak_mib']:.0f} MiB "
-          f"(vs {best['microbatch']['peak_mib']:.0f} MiB for {args.files} files), "
-          f"{big['rows'] / big['seconds']:,.0f} rows/s")
+    print(
+        f"backlog of {files} files: microbatch peak RSS {big['peak_mib']:.0f} MiB "
+        f"(vs {best['microbatch']['peak_mib']:.0f} MiB for {args.files} files), "
+        f"{big['rows'] / big['seconds']:,.0f} rows/s"
+    )
 
 
 if __name__ == "__main__":

@@ -1,13 +1,12 @@
 """BatchLedger against a real PostgreSQL server through psycopg.
 
-Runs when psycopg is installed and ``MICROBATCH_TEST_POSTGRES_DSN`` names a server
-(``host=127.0.0.1 port=5432 user=postgres dbname=postgres``); skipped otherwise.
+The server comes from the test kit's ``postgres_database`` fixture (a new database per test,
+from the provider ``MICROBATCH_SERVICES`` selects); without one the tests are skipped, or fail
+under ``MICROBATCH_REQUIRE_SERVICES=1``.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,24 +14,26 @@ import pytest
 
 from microbatch import ConfigurationError
 from microbatch_foreachbatch import BatchLedger
+from microbatch_testkit.services import PostgresDatabase
 
 psycopg = pytest.importorskip("psycopg")
-DSN = os.environ.get("MICROBATCH_TEST_POSTGRES_DSN", "")
-pytestmark = pytest.mark.skipif(not DSN, reason="MICROBATCH_TEST_POSTGRES_DSN is not set")
 
 
 @pytest.fixture
-def names() -> Iterator[tuple[str, str]]:
-    suffix = uuid.uuid4().hex[:10]
-    ledger, orders = f"ledger_{suffix}", f"orders_{suffix}"
-    with psycopg.connect(DSN, autocommit=True) as admin:
+def dsn(postgres_database: PostgresDatabase) -> str:
+    return postgres_database.dsn
+
+
+@pytest.fixture
+def names(dsn: str) -> Iterator[tuple[str, str]]:
+    ledger, orders = "ledger", "orders"
+    with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(f"CREATE TABLE {orders} (id BIGINT PRIMARY KEY, amount BIGINT)")
-        yield ledger, orders
-        admin.execute(f"DROP TABLE IF EXISTS {orders}, {ledger}")
+    yield ledger, orders
 
 
-def stored(orders: str) -> list[tuple[int, int]]:
-    with psycopg.connect(DSN) as fresh:
+def stored(dsn: str, orders: str) -> list[tuple[int, int]]:
+    with psycopg.connect(dsn) as fresh:
         return sorted(fresh.execute(f"SELECT id, amount FROM {orders}").fetchall())
 
 
@@ -44,22 +45,22 @@ def insert(orders: str, rows: list[tuple[int, int]]) -> Any:
     return run
 
 
-def test_replayed_batch_is_applied_once(names: tuple[str, str]) -> None:
+def test_replayed_batch_is_applied_once(names: tuple[str, str], dsn: str) -> None:
     ledger_table, orders = names
-    with psycopg.connect(DSN) as connection:
+    with psycopg.connect(dsn) as connection:
         ledger = BatchLedger(connection, key="orders", table=ledger_table)
         assert ledger.paramstyle == "pyformat"
         assert ledger.apply_once(3, insert(orders, [(1, 10), (2, 20)])) is True
         assert ledger.apply_once(3, insert(orders, [(1, 10), (2, 20)])) is False
         assert ledger.last_applied() == 3
-    with psycopg.connect(DSN) as other:
+    with psycopg.connect(dsn) as other:
         assert BatchLedger(other, key="orders", table=ledger_table).is_applied(3)
-    assert stored(orders) == [(1, 10), (2, 20)]
+    assert stored(dsn, orders) == [(1, 10), (2, 20)]
 
 
-def test_failure_rolls_back_rows_and_mark(names: tuple[str, str]) -> None:
+def test_failure_rolls_back_rows_and_mark(names: tuple[str, str], dsn: str) -> None:
     ledger_table, orders = names
-    with psycopg.connect(DSN) as connection:
+    with psycopg.connect(dsn) as connection:
         ledger = BatchLedger(connection, key="orders", table=ledger_table)
 
         def half_then_fail(conn: Any) -> None:
@@ -70,12 +71,12 @@ def test_failure_rolls_back_rows_and_mark(names: tuple[str, str]) -> None:
             ledger.apply_once(0, half_then_fail)
         assert not ledger.is_applied(0)
         assert ledger.apply_once(0, insert(orders, [(1, 10)]))
-    assert stored(orders) == [(1, 10)]
+    assert stored(dsn, orders) == [(1, 10)]
 
 
-def test_a_concurrent_writer_that_applied_first_wins(names: tuple[str, str]) -> None:
+def test_a_concurrent_writer_that_applied_first_wins(names: tuple[str, str], dsn: str) -> None:
     ledger_table, orders = names
-    with psycopg.connect(DSN) as ours, psycopg.connect(DSN) as theirs:
+    with psycopg.connect(dsn) as ours, psycopg.connect(dsn) as theirs:
         our_ledger = BatchLedger(ours, key="orders", table=ledger_table)
         their_ledger = BatchLedger(theirs, key="orders", table=ledger_table)
 
@@ -85,12 +86,14 @@ def test_a_concurrent_writer_that_applied_first_wins(names: tuple[str, str]) -> 
                 cursor.execute(f"INSERT INTO {orders} (id, amount) VALUES (5, 50)")
 
         assert our_ledger.apply_once(4, they_apply_first) is False
-    assert stored(orders) == [(4, 40)]
+    assert stored(dsn, orders) == [(4, 40)]
 
 
-def test_mark_applied_commits_with_the_callers_transaction(names: tuple[str, str]) -> None:
+def test_mark_applied_commits_with_the_callers_transaction(
+    names: tuple[str, str], dsn: str
+) -> None:
     ledger_table, orders = names
-    with psycopg.connect(DSN) as connection:
+    with psycopg.connect(dsn) as connection:
         ledger = BatchLedger(connection, key="orders", table=ledger_table)
         insert(orders, [(7, 70)])(connection)
         ledger.mark_applied(7)
@@ -99,13 +102,13 @@ def test_mark_applied_commits_with_the_callers_transaction(names: tuple[str, str
         insert(orders, [(7, 70)])(connection)
         ledger.mark_applied(7)
         connection.commit()
-    assert stored(orders) == [(7, 70)]
+    assert stored(dsn, orders) == [(7, 70)]
 
 
-def test_autocommit_connections_are_refused(names: tuple[str, str]) -> None:
+def test_autocommit_connections_are_refused(names: tuple[str, str], dsn: str) -> None:
     ledger_table, orders = names
-    with psycopg.connect(DSN, autocommit=True) as connection:
+    with psycopg.connect(dsn, autocommit=True) as connection:
         ledger = BatchLedger(connection, key="orders", table=ledger_table)
         with pytest.raises(ConfigurationError, match="autocommit mode"):
             ledger.apply_once(0, insert(orders, [(1, 1)]))
-    assert stored(orders) == []
+    assert stored(dsn, orders) == []

@@ -4,7 +4,10 @@ Fixtures:
 
 - ``memory_state``: a fresh, empty :class:`~microbatch.StateStore` on fsspec's in-memory
   filesystem (``memory://``), removed after the test;
-- ``state_store``: a fresh :class:`~microbatch.StateStore` in the test's ``tmp_path``.
+- ``state_store``: a fresh :class:`~microbatch.StateStore` in the test's ``tmp_path``;
+- ``kafka_service``, ``make_kafka_topic``, ``postgres_service``, ``postgres_database``: real
+  Kafka and PostgreSQL (see :mod:`microbatch_testkit.services.fixtures`; they need the
+  ``services`` extra and skip with a message saying what to set up when no provider can serve).
 """
 
 from __future__ import annotations
@@ -17,7 +20,25 @@ import pytest
 
 from microbatch import StateStore
 
-__all__ = ["memory_state", "state_store"]
+from .services.fixtures import (
+    kafka_service,
+    make_kafka_topic,
+    postgres_database,
+    postgres_service,
+    pytest_sessionstart,
+    pytest_terminal_summary,
+)
+
+__all__ = [
+    "kafka_service",
+    "make_kafka_topic",
+    "memory_state",
+    "postgres_database",
+    "postgres_service",
+    "pytest_sessionstart",
+    "pytest_terminal_summary",
+    "state_store",
+]
 
 
 @pytest.fixture

@@ -1,0 +1,134 @@
+"""pytest fixtures for real Kafka and PostgreSQL (registered by the test kit's pytest plugin).
+
+Session-scoped services, started on first use by the provider that
+:func:`~microbatch_testkit.services.select_provider` picks:
+
+- ``kafka_service``: a :class:`~microbatch_testkit.services.KafkaService`;
+- ``postgres_service``: a :class:`~microbatch_testkit.services.PostgresService`.
+
+Per test:
+
+- ``make_kafka_topic``: ``make_kafka_topic(partitions=1, config=None) -> str`` creates a
+  uniquely named topic, deleted after the test; the broker is started again after a test
+  that left it stopped;
+- ``postgres_database``: a new empty database
+  (:class:`~microbatch_testkit.services.PostgresDatabase`), dropped after the test.
+
+When no provider can serve, tests that use these fixtures are skipped with a message naming
+what to set up, or fail when ``MICROBATCH_REQUIRE_SERVICES=1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+
+from ._selection import ENV_REQUIRE, ServiceUnavailable, require_services
+
+if TYPE_CHECKING:
+    from ._kafka import KafkaService
+    from ._postgres import PostgresDatabase, PostgresService
+
+__all__ = [
+    "kafka_service",
+    "make_kafka_topic",
+    "postgres_database",
+    "postgres_service",
+    "pytest_sessionstart",
+    "pytest_terminal_summary",
+]
+
+
+def _unavailable(exc: ServiceUnavailable) -> NoReturn:
+    if require_services():
+        pytest.fail(f"{exc} ({ENV_REQUIRE}=1 makes a missing service a failure)", pytrace=False)
+    pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def kafka_service() -> Iterator[KafkaService]:
+    """A Kafka cluster for the whole session (see the module docstring)."""
+    from ._start import start_kafka
+
+    try:
+        service = start_kafka()
+    except ServiceUnavailable as exc:
+        _unavailable(exc)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+@pytest.fixture
+def make_kafka_topic(
+    kafka_service: KafkaService, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., str]]:
+    """A factory of new topics for this test: ``make_kafka_topic(3, config={...})``."""
+    created: list[str] = []
+
+    def make(partitions: int = 1, *, config: Mapping[str, str] | None = None) -> str:
+        kafka_service.ensure_running()
+        topic = kafka_service.create_topic(partitions, config=config, hint=request.node.name)
+        created.append(topic)
+        return topic
+
+    yield make
+    kafka_service.ensure_running()
+    for topic in created:
+        with contextlib.suppress(Exception):  # cleanup only: the data goes with the broker
+            kafka_service.delete_topic(topic)
+
+
+@pytest.fixture(scope="session")
+def postgres_service() -> Iterator[PostgresService]:
+    """A PostgreSQL server for the whole session (see the module docstring)."""
+    from ._start import start_postgres
+
+    try:
+        service = start_postgres()
+    except ServiceUnavailable as exc:
+        _unavailable(exc)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+@pytest.fixture
+def postgres_database(
+    postgres_service: PostgresService, request: pytest.FixtureRequest
+) -> Iterator[PostgresDatabase]:
+    """A new empty database for this test, dropped afterwards (open connections included)."""
+    database = postgres_service.create_database(hint=request.node.name)
+    yield database
+    postgres_service.drop_database(database.name)
+
+
+_FIRST_STARTUP = pytest.StashKey[int]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note where this session's startups begin (a test may run pytest inside pytest)."""
+    from ._start import STARTUPS
+
+    session.config.stash[_FIRST_STARTUP] = len(STARTUPS)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """List the services this session started, with their providers and startup times."""
+    from ._start import STARTUPS
+
+    mine = STARTUPS[terminalreporter.config.stash.get(_FIRST_STARTUP, 0) :]
+    if not mine:
+        return
+    terminalreporter.write_sep("-", "microbatch test services")
+    for startup in mine:
+        extra = f"; {startup.note}" if startup.note else ""
+        terminalreporter.write_line(
+            f"{startup.service}: {startup.description}, up in {startup.seconds:.1f} s{extra} "
+            f"[{startup.provider} provider: {startup.reason}]"
+        )

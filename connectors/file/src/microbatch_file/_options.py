@@ -1,0 +1,337 @@
+"""The options of the file sources, and the checks that need several of them at once.
+
+Every check runs when the source is configured (``load()``), not on the query's thread: Spark
+reports these errors only once the query runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from microbatch.errors import OptionError
+from microbatch.options import Option, Options, OptionSpec
+
+from ._location import SourceLocation, archive_conflict
+
+__all__ = [
+    "CSV_OPTIONS",
+    "DEFAULT_IN_PROGRESS_SUFFIXES",
+    "JSON_OPTIONS",
+    "ORC_OPTIONS",
+    "PARQUET_OPTIONS",
+    "TEXT_OPTIONS",
+    "FileSourceOptionSpec",
+]
+
+DEFAULT_IN_PROGRESS_SUFFIXES = (".tmp", ".part", ".crdownload", ".inprogress", "._COPYING_")
+
+Check = Callable[[Options], list[str]]
+
+
+class FileSourceOptionSpec(OptionSpec):
+    """An :class:`OptionSpec` that also checks options together and that the path exists."""
+
+    def __init__(self, *options: Option, checks: tuple[Check, ...] = ()) -> None:
+        super().__init__(*options)
+        self.checks = checks
+
+    def parse(self, raw: Mapping[str, Any], *, connector: str) -> Options:
+        options = super().parse(raw, connector=connector)
+        problems = [problem for check in self.checks for problem in check(options)]
+        if problems:
+            listing = "\n".join(f"  - {problem}" for problem in problems)
+            raise OptionError(f"Invalid options for '{connector}':\n{listing}", problems)
+        location = resolve(options.path, "path", connector)
+        location.check_exists()
+        return options
+
+
+def resolve(url: str, option: str, connector: str) -> SourceLocation:
+    """``url`` resolved to its filesystem; an ``OptionError`` when no filesystem handles it."""
+    try:
+        return SourceLocation.resolve(url)
+    except (ImportError, ValueError) as error:
+        problem = (
+            f"option '{option}' {url!r} names no usable filesystem ({error}); install the "
+            "fsspec package for its protocol (e.g. s3fs for s3://)"
+        )
+        raise OptionError(f"Invalid options for '{connector}':\n  - {problem}", [problem]) from None
+
+
+# -- checks ----------------------------------------------------------------------------------
+def _common_checks(options: Options) -> list[str]:
+    problems = []
+    path = str(options.path).strip()
+    if not path:
+        problems.append("option 'path' must not be empty: give the folder, file or glob to read")
+    if "**" in path:
+        problems.append(
+            f"path {path!r}: '**' is not supported; give the folder and set option "
+            "recursiveFileLookup=true to read files in every subfolder"
+        )
+    if options.is_set("maxFilesPerTrigger") and options.is_set("maxBytesPerTrigger"):
+        problems.append(
+            "Options 'maxFilesPerTrigger' and 'maxBytesPerTrigger' can't be both set at the "
+            "same time: keep one of them"
+        )
+    mode = options.clean_source
+    if mode == "ARCHIVE" and not options.source_archive_dir:
+        problems.append(
+            "Archive mode must be used with 'sourceArchiveDir' option: set sourceArchiveDir to "
+            "the folder that receives the archived files"
+        )
+    if mode == "ARCHIVE" and options.source_archive_dir and path:
+        try:
+            source = SourceLocation.resolve(path)
+            archive = SourceLocation.resolve(str(options.source_archive_dir))
+        except (ImportError, ValueError) as error:
+            problems.append(f"option 'sourceArchiveDir' cannot be used: {error}")
+        else:
+            conflict = archive_conflict(source, archive)
+            if conflict:
+                problems.append(conflict)
+    if options.is_set("sourceArchiveDir") and mode != "ARCHIVE":
+        problems.append("option 'sourceArchiveDir' only applies with cleanSource=archive")
+    return problems
+
+
+def _encoding_check(options: Options) -> list[str]:
+    encoding = str(options.encoding).lower().replace("-", "").replace("_", "")
+    if encoding != "utf8":
+        return [
+            f"option 'encoding' {options.encoding!r} is not supported: files must be UTF-8 "
+            "(convert them first, e.g. with iconv)"
+        ]
+    return []
+
+
+def _single_char(options: Options, name: str, *, empty_ok: bool) -> list[str]:
+    value = options[name]
+    if value is None or (empty_ok and value == ""):
+        return []
+    if len(str(value)) != 1:
+        allowed = " (or empty to turn it off)" if empty_ok else ""
+        return [f"option '{name}' must be a single character{allowed}, got {value!r}"]
+    return []
+
+
+def _csv_checks(options: Options) -> list[str]:
+    problems = _encoding_check(options)
+    if options.multi_line:
+        problems.append(
+            "option 'multiLine' is not supported for CSV: records must be on one line each "
+            "(quoted values cannot hold line breaks)"
+        )
+    sep, delimiter = options.sep, options.delimiter
+    if options.is_set("sep") and options.is_set("delimiter") and sep != delimiter:
+        problems.append(
+            f"options 'sep' ({sep!r}) and 'delimiter' ({delimiter!r}) name the same setting: "
+            "give only one"
+        )
+    problems += _single_char(
+        options, "delimiter" if options.is_set("delimiter") else "sep", empty_ok=False
+    )
+    problems += _single_char(options, "quote", empty_ok=True)
+    problems += _single_char(options, "escape", empty_ok=True)
+    problems += _single_char(options, "comment", empty_ok=True)
+    return problems
+
+
+# -- declarations ----------------------------------------------------------------------------
+_COMMON = (
+    Option(
+        name="path",
+        required=True,
+        doc="Folder, file or glob pattern to read (an fsspec URL: a local path, memory://..., "
+        "s3://... with s3fs installed). load(path) sets it.",
+    ),
+    Option(
+        name="maxFilesPerTrigger",
+        type="int",
+        minimum=1,
+        doc="Most new files taken per batch (default: all). Not with maxBytesPerTrigger.",
+    ),
+    Option(
+        name="maxBytesPerTrigger",
+        type="int",
+        minimum=1,
+        doc="Most bytes of new files taken per batch; a larger file still goes alone in one "
+        "batch. Not with maxFilesPerTrigger.",
+    ),
+    Option(
+        name="latestFirst",
+        type="bool",
+        default=False,
+        doc="Take the newest files first (then maxFileAge does not apply when a max... limit "
+        "is set).",
+    ),
+    Option(
+        name="maxFileAge",
+        type="duration",
+        default=timedelta(days=7),
+        doc="Files older than the newest file taken minus this age are not read; each one is "
+        "logged and counted (metric numFilesSkippedForAge).",
+    ),
+    Option(
+        name="fileNameOnly",
+        type="bool",
+        default=False,
+        doc="Identify files by name only: a file whose name was taken before, in any folder, "
+        "is not read.",
+    ),
+    Option(
+        name="maxCachedFiles",
+        type="int",
+        default=10000,
+        minimum=0,
+        doc="On filesystems without change notifications: how many listed files not yet taken "
+        "are kept for the next batches instead of listing again (0: list every trigger).",
+    ),
+    Option(
+        name="discardCachedInputRatio",
+        type="float",
+        default=0.2,
+        minimum=0,
+        maximum=1,
+        doc="List again when the cached files fall below this fraction of maxFilesPerTrigger.",
+    ),
+    Option(
+        name="cleanSource",
+        default="OFF",
+        choices=("OFF", "ARCHIVE", "DELETE"),
+        doc="What happens to the files of a batch once it is committed: OFF, ARCHIVE (moved "
+        "under sourceArchiveDir) or DELETE.",
+    ),
+    Option(
+        name="sourceArchiveDir",
+        doc="Folder receiving archived files (cleanSource=archive), outside the source path; "
+        "a file /a/b/f.json moves to <sourceArchiveDir>/a/b/f.json.",
+    ),
+    Option(
+        name="ignoreMissingFiles",
+        type="bool",
+        default=False,
+        doc="Skip (with a warning) a file that was removed between listing and reading, "
+        "instead of failing the batch.",
+    ),
+    Option(
+        name="recursiveFileLookup",
+        type="bool",
+        default=False,
+        doc="Read files in every subfolder (no partition columns).",
+    ),
+    Option(
+        name="pathGlobFilter",
+        doc="Only read files whose name matches this glob pattern (e.g. '*.json').",
+    ),
+    Option(
+        name="minFileAge",
+        type="duration",
+        default=timedelta(0),
+        doc="Hold a file back until its size and modification time have not changed for this "
+        "long (for writers that cannot rename files into place); default off.",
+    ),
+    Option(
+        name="inProgressSuffixes",
+        type="list",
+        default=DEFAULT_IN_PROGRESS_SUFFIXES,
+        doc="Files whose names end in one of these are being written and are never read.",
+    ),
+    Option(
+        name="schemaInference",
+        type="bool",
+        doc="Infer the schema from the files present when the source starts (default: the "
+        "session setting schemaInference).",
+    ),
+)
+
+_MODES = (
+    Option(
+        name="mode",
+        default="PERMISSIVE",
+        choices=("PERMISSIVE", "DROPMALFORMED", "FAILFAST"),
+        doc="Malformed lines: PERMISSIVE (bad values become null, the line goes to "
+        "columnNameOfCorruptRecord when the schema has it), DROPMALFORMED (dropped), FAILFAST "
+        "(the batch fails naming the file and line).",
+    ),
+    Option(
+        name="columnNameOfCorruptRecord",
+        default="_corrupt_record",
+        doc="String column of the schema that receives malformed lines in PERMISSIVE mode.",
+    ),
+)
+
+_ENCODING = Option(
+    name="encoding", default="UTF-8", doc="Character set of the files; only UTF-8 is supported."
+)
+
+JSON_OPTIONS = FileSourceOptionSpec(
+    *_COMMON,
+    *_MODES,
+    Option(
+        name="multiLine",
+        type="bool",
+        default=False,
+        doc="Each file is one JSON document (an object or an array of objects) that may span "
+        "lines, instead of one object per line.",
+    ),
+    _ENCODING,
+    checks=(_common_checks, _encoding_check),
+)
+
+CSV_OPTIONS = FileSourceOptionSpec(
+    *_COMMON,
+    *_MODES,
+    Option(
+        name="header",
+        type="bool",
+        default=False,
+        doc="The first line of each file holds column names: it is skipped (columns are "
+        "matched by position) and names the columns when the schema is inferred.",
+    ),
+    Option(name="sep", default=",", doc="Field separator (one character)."),
+    Option(name="delimiter", default=",", doc="Same as sep."),
+    Option(name="quote", default='"', doc="Quote character; empty to turn quoting off."),
+    Option(name="escape", default="\\", doc="Character escaping a quote inside a quoted value."),
+    Option(name="nullValue", default="", doc="Text that stands for null."),
+    Option(name="comment", doc="Lines starting with this character are skipped."),
+    Option(
+        name="inferSchema",
+        type="bool",
+        default=False,
+        doc="With schema inference: infer column types from the data (else every column is "
+        "STRING).",
+    ),
+    Option(
+        name="multiLine",
+        type="bool",
+        default=False,
+        doc="Not supported for CSV (records must be on one line); must stay false.",
+    ),
+    _ENCODING,
+    checks=(_common_checks, _csv_checks),
+)
+
+TEXT_OPTIONS = FileSourceOptionSpec(
+    *_COMMON,
+    Option(
+        name="wholetext",
+        type="bool",
+        default=False,
+        doc="One row per file holding its whole text, instead of one row per line.",
+    ),
+    _ENCODING,
+    checks=(_common_checks, _encoding_check),
+)
+
+_MERGE = Option(
+    name="mergeSchema",
+    type="bool",
+    default=False,
+    doc="With schema inference: merge the schemas of all files instead of taking the first file's.",
+)
+
+PARQUET_OPTIONS = FileSourceOptionSpec(*_COMMON, _MERGE, checks=(_common_checks,))
+ORC_OPTIONS = FileSourceOptionSpec(*_COMMON, _MERGE, checks=(_common_checks,))

@@ -1,0 +1,338 @@
+"""Parsing blocks of JSON-lines and CSV text with Spark's parse modes.
+
+A block is whole lines of one file. It is first read in one pyarrow call; only when that
+fails are its lines looked at one group at a time to find the malformed ones, which then
+become corrupt records (``PERMISSIVE``), disappear (``DROPMALFORMED``) or fail the read with
+the file and line number (``FAILFAST``).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+
+from microbatch.errors import SourceError, TransformError
+from microbatch.transforms import ParseJson
+
+__all__ = ["CORRUPT", "CsvSettings", "MalformedRecordError", "parse_csv", "parse_json"]
+
+CORRUPT = "__microbatch_corrupt_record__"
+"""The column holding the raw text of malformed lines (renamed by the source)."""
+
+_PARTS = 16
+_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError)
+
+
+class MalformedRecordError(SourceError):
+    """A malformed line under ``mode=FAILFAST``; names the file and the line."""
+
+
+def _failfast(
+    kind: str, where: str, line: int, reason: str, unit: str = "line"
+) -> MalformedRecordError:
+    return MalformedRecordError(
+        f"[MALFORMED_RECORD_IN_PARSING] Malformed {kind} record in {where} at {unit} {line} "
+        f"(parse mode FAILFAST): {reason}. Fix or remove the line, or set option mode to "
+        "PERMISSIVE (bad values become null) or DROPMALFORMED (bad lines are dropped)."
+    )
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """The non-blank lines of a block and their line numbers in the file."""
+
+    texts: list[bytes]
+    numbers: list[int]
+
+    @classmethod
+    def of(cls, data: bytes, first_line: int, comment: bytes | None = None) -> _Lines:
+        texts, numbers = [], []
+        for offset, line in enumerate(data.split(b"\n")):
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line.strip() or (comment and line.startswith(comment)):
+                continue
+            texts.append(line)
+            numbers.append(first_line + offset)
+        return cls(texts, numbers)
+
+
+# -- JSON ------------------------------------------------------------------------------------
+def _read_type(dtype: pa.DataType) -> pa.DataType:
+    """``read_json`` reads DATE only from numbers: read ISO text, then cast."""
+    if pa.types.is_date(dtype):
+        return pa.string()
+    if isinstance(dtype, pa.ListType):
+        return pa.list_(dtype.value_field.with_type(_read_type(dtype.value_type)))
+    if isinstance(dtype, pa.StructType):
+        return pa.struct([f.with_type(_read_type(f.type)) for f in dtype])
+    return dtype
+
+
+def _line_count(data: bytes) -> int:
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def _valid_utf8(data: bytes) -> bool:
+    """``read_json`` does not check that strings are UTF-8: check the whole block at once."""
+    try:
+        pa.array([data], pa.large_binary()).cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _json_fast(data: bytes, schema: pa.Schema) -> pa.Table | None:
+    """The whole block in one ``read_json`` call, or None when any line is malformed."""
+    if not _valid_utf8(data):
+        return None
+    read_schema = pa.schema([f.with_type(_read_type(f.type)) for f in schema])
+    parse = pajson.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore")
+    block = 1 << 20
+    for _attempt in range(2):
+        options = pajson.ReadOptions(use_threads=len(data) > 2 * block, block_size=block)
+        try:
+            table = pajson.read_json(pa.BufferReader(data), options, parse)
+            break
+        except _ERRORS as error:
+            if "straddling" not in str(error) or block > len(data):
+                return None
+            block = len(data) + 1
+    else:
+        return None
+    if table.num_rows != _line_count(data) and table.num_rows != len(_Lines.of(data, 1).texts):
+        return None  # a line held several documents
+    table = table.select(schema.names)
+    if read_schema != schema:
+        try:
+            table = table.cast(schema)
+        except _ERRORS:
+            return None
+    return table
+
+
+def parse_json(
+    data: bytes,
+    *,
+    schema: pa.Schema,
+    mode: str,
+    corrupt: bool,
+    where: str,
+    first_line: int,
+    unit: str = "line",
+) -> pa.Table:
+    """The rows of a block of JSON lines as ``schema`` (plus :data:`CORRUPT` when ``corrupt``).
+
+    ``unit`` names what the numbers count in errors (``record`` for multi-line documents).
+    """
+    if not data.strip():
+        return _empty(schema, corrupt)
+    table = _json_fast(data, schema) if len(schema) else None
+    if table is not None:
+        return _with_corrupt(table, corrupt)
+    lines = _Lines.of(data, first_line)
+    source = pa.record_batch([pa.array(lines.texts, pa.binary())], names=["value"])
+    parsed = ParseJson("value", schema, mode="PERMISSIVE", corrupt_column=CORRUPT).apply(source)
+    texts = parsed.column(CORRUPT)
+    bad = pc.is_valid(texts)
+    if mode == "FAILFAST" and pc.any(bad).as_py():
+        row = pc.index(bad, True).as_py()
+        reason = _json_reason(schema, lines.texts[row])
+        raise _failfast("JSON", where, lines.numbers[row], reason, unit)
+    result = pa.Table.from_batches([parsed])
+    if mode == "DROPMALFORMED":
+        kept = result.filter(pc.invert(bad)).drop_columns([CORRUPT])
+        return _with_corrupt(kept, corrupt)
+    return result if corrupt else result.drop_columns([CORRUPT])
+
+
+def _json_reason(schema: pa.Schema, line: bytes) -> str:
+    one = pa.record_batch([pa.array([line], pa.binary())], names=["value"])
+    try:
+        ParseJson("value", schema, mode="FAILFAST").apply(one)
+    except TransformError as error:
+        text = str(error)
+        marker = "of the batch: "
+        start = text.find(marker) + len(marker) if marker in text else 0
+        end = text.find(" (value: ")
+        return text[start:end] if end > start else text
+    return "the line is not a JSON object of the schema"
+
+
+# -- CSV -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CsvSettings:
+    """CSV dialect options (Spark's names in the docs of the source options)."""
+
+    sep: str = ","
+    quote: str | None = '"'
+    escape: str | None = "\\"
+    null_value: str = ""
+    comment: str | None = None
+
+    def parse_options(self) -> pacsv.ParseOptions:
+        return pacsv.ParseOptions(
+            delimiter=self.sep,
+            quote_char=self.quote or False,
+            escape_char=self.escape or False,
+            double_quote=True,
+            newlines_in_values=False,
+            ignore_empty_lines=True,
+        )
+
+    def tokens(self, line: str) -> list[str]:
+        reader = csv.reader(
+            [line],
+            delimiter=self.sep,
+            quotechar=self.quote or None,
+            escapechar=self.escape or None,
+            doublequote=True,
+            quoting=csv.QUOTE_MINIMAL if self.quote else csv.QUOTE_NONE,
+        )
+        return next(reader, [])
+
+
+def _csv_read(data: bytes, schema: pa.Schema, settings: CsvSettings) -> pa.Table:
+    names = [f"c{index}" for index in range(len(schema))]
+    table = pacsv.read_csv(
+        pa.BufferReader(data),
+        read_options=pacsv.ReadOptions(
+            column_names=names,
+            use_threads=len(data) > (4 << 20),
+            block_size=1 << 20 if len(data) > (4 << 20) else max(1 << 20, len(data) + 1),
+        ),
+        parse_options=settings.parse_options(),
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict(zip(names, schema.types, strict=True)),
+            null_values=[settings.null_value],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=True,
+        ),
+    )
+    return pa.Table.from_arrays(table.columns, schema=schema)
+
+
+def parse_csv(
+    data: bytes,
+    *,
+    schema: pa.Schema,
+    settings: CsvSettings,
+    mode: str,
+    corrupt: bool,
+    where: str,
+    first_line: int,
+) -> pa.Table:
+    """The rows of a block of CSV lines (header already removed) as ``schema``, by position."""
+    if not data.strip() or not len(schema):
+        return _empty(schema, corrupt)
+    comment = settings.comment.encode() if settings.comment else None
+    lines = _Lines.of(data, first_line, comment) if comment else None
+    body = data if lines is None else b"\n".join(lines.texts) + b"\n"
+    try:
+        return _with_corrupt(_csv_read(body, schema, settings), corrupt)
+    except _ERRORS:
+        pass
+    if lines is None:
+        lines = _Lines.of(data, first_line)
+    pieces: list[pa.Table] = []
+    bad_rows: list[dict[str, object]] = []
+    for start, table in _csv_groups(lines.texts, schema, settings, 0, len(lines.texts)):
+        if table is not None:
+            if bad_rows:
+                pieces.append(_rows_table(bad_rows, schema))
+                bad_rows = []
+            pieces.append(_with_corrupt(table, True))
+            continue
+        line = lines.texts[start]
+        if mode == "FAILFAST":
+            raise _failfast("CSV", where, lines.numbers[start], _csv_reason(line, schema, settings))
+        if mode == "PERMISSIVE":
+            bad_rows.append(_permissive_row(line, schema, settings))
+    if bad_rows:
+        pieces.append(_rows_table(bad_rows, schema))
+    if not pieces:
+        return _empty(schema, corrupt)
+    result = pa.concat_tables(pieces)
+    return result if corrupt else result.drop_columns([CORRUPT])
+
+
+def _csv_groups(
+    lines: list[bytes], schema: pa.Schema, settings: CsvSettings, start: int, end: int
+) -> Iterator[tuple[int, pa.Table | None]]:
+    """Consecutive ranges of ``lines`` by first line: readable ones with their table, and
+    malformed single lines with None."""
+    if end - start <= 1:
+        if end > start:
+            try:
+                yield start, _csv_read(lines[start] + b"\n", schema, settings)
+            except _ERRORS:
+                yield start, None
+        return
+    size = -(-(end - start) // _PARTS)
+    for first in range(start, end, size):
+        last = min(end, first + size)
+        try:
+            table = _csv_read(b"\n".join(lines[first:last]) + b"\n", schema, settings)
+        except _ERRORS:
+            yield from _csv_groups(lines, schema, settings, first, last)
+            continue
+        if table.num_rows != last - first:
+            yield from _csv_groups(lines, schema, settings, first, last)
+            continue
+        yield first, table
+
+
+def _csv_reason(line: bytes, schema: pa.Schema, settings: CsvSettings) -> str:
+    try:
+        _csv_read(line + b"\n", schema, settings)
+    except UnicodeDecodeError as error:
+        return f"invalid UTF-8 at byte {error.start}"
+    except _ERRORS as error:
+        return str(error).strip()
+    return "the line does not fit the schema"
+
+
+def _permissive_row(line: bytes, schema: pa.Schema, settings: CsvSettings) -> dict[str, object]:
+    text = line.decode("utf-8", errors="surrogateescape")
+    tokens = settings.tokens(text)
+    row: dict[str, object] = {}
+    for index, column in enumerate(schema):
+        token = tokens[index] if index < len(tokens) else None
+        row[column.name] = _convert(token, column.type, settings.null_value)
+    row[CORRUPT] = line.decode("utf-8", errors="replace")
+    return row
+
+
+def _convert(token: str | None, dtype: pa.DataType, null_value: str) -> object:
+    if token is None or token == null_value:
+        return None
+    try:
+        token.encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # invalid UTF-8 in this field
+    try:
+        return pa.scalar(token, pa.string()).cast(dtype).as_py()
+    except _ERRORS:
+        return None
+
+
+def _rows_table(rows: list[dict[str, object]], schema: pa.Schema) -> pa.Table:
+    full = pa.schema([*schema, pa.field(CORRUPT, pa.string())])
+    return pa.Table.from_pylist(rows, schema=full)
+
+
+# -- shared ----------------------------------------------------------------------------------
+def _with_corrupt(table: pa.Table, corrupt: bool) -> pa.Table:
+    if not corrupt:
+        return table
+    return table.append_column(pa.field(CORRUPT, pa.string()), pa.nulls(len(table), pa.string()))
+
+
+def _empty(schema: pa.Schema, corrupt: bool) -> pa.Table:
+    return _with_corrupt(schema.empty_table(), corrupt)

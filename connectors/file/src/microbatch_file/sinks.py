@@ -1,0 +1,423 @@
+"""The exactly-once file sinks: ``parquet``, ``json`` (newline-delimited) and ``csv``.
+
+Each batch is written in two phases. ``write`` streams one split into part files named with the
+batch id and split index (``part-00007-00001-<uuid>.c000.snappy.parquet``), under Hive-style
+``key=value/`` folders when the query is partitioned. ``commit`` then records the batch's files
+in the manifest log under ``<path>/_microbatch_metadata/``: a file becomes part of the output
+only when that entry exists. A replayed batch whose entry exists writes nothing; files left by
+a crashed attempt are never listed and are deleted by the next attempt.
+
+Readers must go through the manifest (``session.read.format("parquet").load(path)`` does).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from abc import abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import fsspec
+import pyarrow as pa
+
+from microbatch import Guarantee, Option, OptionSpec, OutputMode, Sink, SinkContext
+from microbatch.connector import current_part
+from microbatch.errors import (
+    ConfigurationError,
+    MicrobatchError,
+    OptionError,
+    SinkError,
+    UnsupportedOperationError,
+)
+
+from ._writer_files import OutputFolder, PartWriter, WriterLimits
+from ._writer_formats import TEXT_COMPRESSIONS, CsvFormat, FileFormat, JsonFormat, ParquetFormat
+from .manifest import Manifest
+from .sink_partitions import check_partition_columns
+
+__all__ = [
+    "SINKS",
+    "CsvFileSink",
+    "FileCommitMessage",
+    "FileSink",
+    "JsonFileSink",
+    "ParquetFileSink",
+]
+
+log = logging.getLogger("microbatch_file.sink")
+
+_MB = 1024 * 1024
+
+_COMMON = OptionSpec(
+    Option(
+        name="path",
+        required=True,
+        doc="The output folder: a local path or an fsspec URL (memory://out, s3://bucket/t).",
+    ),
+    Option(
+        name="maxRecordsPerFile",
+        type="int",
+        default=0,
+        minimum=0,
+        doc="Start a new file after this many rows (0: no limit).",
+    ),
+    Option(
+        name="targetFileSize",
+        type="int",
+        default=128 * _MB,
+        minimum=0,
+        doc="Start a new file once a file holds this many bytes (0: no limit). Files end on a "
+        "row group (parquet) or input batch boundary, so they may be a little larger.",
+    ),
+    Option(
+        name="maxOpenFiles",
+        type="int",
+        default=64,
+        minimum=1,
+        doc="Most files one split keeps open when its rows go to many partition folders; the "
+        "least recently used one is finished when another is needed.",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class FileCommitMessage:
+    """What one ``write`` returns: the files it wrote (``path`` relative to the output folder,
+    ``size`` in bytes, ``rows``, rendered ``partition`` values). ``skipped`` when the batch was
+    already committed and nothing was written."""
+
+    batch_id: int
+    part: int
+    files: tuple[dict[str, Any], ...] = ()
+    skipped: bool = False
+
+
+class FileSink(Sink):
+    """Base of the file sinks: subclasses set ``format_name``, ``options`` and
+    :meth:`make_format`. Append mode only; partitioning supported; a checkpoint required."""
+
+    guarantee = Guarantee.EXACTLY_ONCE
+    output_modes = frozenset({OutputMode.APPEND})
+    needs_checkpoint = True
+    supports_partition_by = True
+    options: ClassVar[OptionSpec] = _COMMON
+
+    def __init__(self, context: SinkContext) -> None:
+        super().__init__(context)
+        url = str(self.opts.path)
+        try:
+            fs, root = fsspec.core.url_to_fs(url)
+        except (ValueError, ImportError) as error:
+            raise ConfigurationError(
+                f"{self.format_name} sink: cannot use path {url!r}: {error}"
+            ) from None
+        self.fs: fsspec.AbstractFileSystem = fs
+        self.root: str = root.rstrip("/") or "/"
+        self.url = url
+        if context.output_mode != OutputMode.APPEND:
+            raise UnsupportedOperationError(
+                f"Invalid streaming output mode: {context.output_mode.value}. The "
+                f"{self.format_name} file sink supports only append"
+            )
+        if fs.isfile(self.root):
+            raise ConfigurationError(
+                f"{self.describe()}: the path {url!r} is a file; the file sink writes into a "
+                "folder. Give a folder path (it is created if missing)."
+            )
+        partition_by = tuple(context.partition_by)
+        check_partition_columns(context.schema, partition_by, where=self.describe())
+        data_schema = pa.schema([f for f in context.schema if f.name not in partition_by])
+        self.check_schema(data_schema)
+        self.partition_by = partition_by
+        fsync = bool(context.state is not None and context.state.fsync)
+        self.manifest = Manifest(fs, self.root, fsync=fsync)
+        self.folder = OutputFolder(fs, self.root, fsync=fsync)
+        self.file_format = self.make_format()
+        self.limits = self.make_limits()
+        self._lock = threading.Lock()
+        self._committed: dict[int, bool] = {}
+        self._swept = False
+
+    # -- per format -----------------------------------------------------------------------
+    @abstractmethod
+    def make_format(self) -> FileFormat:
+        """The format writer configured from this sink's options."""
+
+    def make_limits(self) -> WriterLimits:
+        """Buffering and rotation limits; text formats write every 4 MB of rows per folder."""
+        target = int(self.opts.target_file_size)
+        flush_bytes = 4 * _MB
+        return WriterLimits(
+            max_records_per_file=self.opts.max_records_per_file,
+            target_file_size=target,
+            max_open_files=self.opts.max_open_files,
+            flush_bytes=min(flush_bytes, target) if target else flush_bytes,
+        )
+
+    def check_schema(self, schema: pa.Schema) -> None:
+        """Raise :class:`ConfigurationError` when the format cannot store ``schema``."""
+
+    # -- contract -------------------------------------------------------------------------
+    def describe(self) -> str:
+        shown = f"file:{self.root}" if self.folder_is_local else self.fs.unstrip_protocol(self.root)
+        return f"FileSink[{shown}]"
+
+    @property
+    def folder_is_local(self) -> bool:
+        return "file" in _protocols(self.fs)
+
+    def write(self, batch_id: int, data: pa.RecordBatchReader) -> FileCommitMessage:
+        part = current_part()
+        if self._is_committed(batch_id):
+            return FileCommitMessage(batch_id, part, skipped=True)
+        writer = PartWriter(
+            folder=self.folder,
+            file_format=self.file_format,
+            limits=self.limits,
+            batch_id=batch_id,
+            part=part,
+            partition_by=self.partition_by,
+        )
+        try:
+            files = writer.write_all(data)
+        except MicrobatchError:
+            raise
+        except OSError as error:
+            raise SinkError(
+                f"{self.describe()} failed to write part {part} of batch {batch_id}: {error}"
+            ) from error
+        return FileCommitMessage(batch_id, part, tuple(files))
+
+    def commit(self, batch_id: int, messages: list[Any]) -> None:
+        written = [f for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
+        entry = self.manifest.entry(batch_id)
+        if entry is not None:
+            self._check_owner(batch_id, entry)
+            log.info("%s: batch %d is already committed; skipping it", self.describe(), batch_id)
+            listed = {f["path"] for f in entry["files"]}
+            self._delete([f["path"] for f in written if f["path"] not in listed])
+            self._sweep(batch_id, listed)
+            return
+        self._sweep(batch_id, {f["path"] for f in written})
+        if not self.manifest.commit(batch_id, written, query_id=self.context.query_id or None):
+            self._delete([f["path"] for f in written])
+            raise SinkError(
+                f"{self.describe()}: batch {batch_id} was committed by another writer while this "
+                "query wrote it; only one query may write to an output folder"
+            )
+        with self._lock:
+            # batches run one after another: older ids are never asked about again
+            self._committed = {b: v for b, v in self._committed.items() if b > batch_id}
+            self._committed[batch_id] = True
+
+    def abort(self, batch_id: int, messages: list[Any]) -> None:
+        if self.manifest.has_batch(batch_id):
+            return
+        self._delete(
+            [f["path"] for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
+        )
+
+    def stop(self) -> None:
+        """Nothing to release: every file is closed by the ``write`` that opened it."""
+
+    # -- internals ------------------------------------------------------------------------
+    def _is_committed(self, batch_id: int) -> bool:
+        with self._lock:
+            known = self._committed.get(batch_id)
+            if known is None:
+                entry = self.manifest.entry(batch_id)
+                if entry is not None:
+                    self._check_owner(batch_id, entry)
+                known = entry is not None
+                self._committed[batch_id] = known
+            return known
+
+    def _check_owner(self, batch_id: int, entry: dict[str, Any]) -> None:
+        owner = entry.get("queryId")
+        mine = self.context.query_id
+        if owner and mine and owner != mine:
+            raise SinkError(
+                f"{self.describe()}: batch {batch_id} in this folder was written by another "
+                f"query (id {owner}), not by this one (id {mine}). Two queries (or a query whose "
+                "checkpoint was replaced) cannot share an output folder: write to a new folder, "
+                "or delete this one to start over."
+            )
+
+    def _sweep(self, batch_id: int, keep: set[str]) -> None:
+        """Once per run, on its first commit: delete files of ``batch_id`` that a crashed
+        attempt left behind (they are not in ``keep``)."""
+        if self._swept:
+            return
+        self._swept = True
+        leftovers = [p for p in self.folder.data_files(batch_id) if p not in keep]
+        if leftovers:
+            log.info(
+                "%s: deleting %d file(s) left by an earlier attempt of batch %d",
+                self.describe(),
+                len(leftovers),
+                batch_id,
+            )
+            self._delete(leftovers)
+
+    def _delete(self, paths: list[str]) -> None:
+        for relative in paths:
+            try:
+                self.folder.delete(relative)
+            except OSError:
+                log.warning("%s: could not delete %s", self.describe(), relative, exc_info=True)
+
+
+def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
+    protocol = fs.protocol
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
+# ----------------------------------------------------------------------------------- formats
+
+
+class ParquetFileSink(FileSink):
+    """Writes Parquet files (snappy-compressed by default), one or more per split."""
+
+    format_name = "parquet"
+    description = "Writes Parquet files into a folder, exactly once (manifest-tracked)."
+    options = _COMMON.extend(
+        Option(
+            name="compression",
+            default="snappy",
+            choices=("none", "uncompressed", "snappy", "gzip", "zstd", "lz4", "brotli"),
+            doc="Compression codec of the column data.",
+        ),
+        Option(
+            name="rowGroupSize",
+            type="int",
+            default=1024 * 1024,
+            minimum=1,
+            doc="Most rows in one row group.",
+        ),
+        Option(
+            name="rowGroupBytes",
+            type="int",
+            default=64 * _MB,
+            minimum=1,
+            doc="A row group is written once this many bytes of rows are buffered; also the "
+            "most one split buffers in memory across all its open files.",
+        ),
+    )
+
+    def make_format(self) -> FileFormat:
+        codec = str(self.opts.compression)
+        return ParquetFormat(
+            compression="none" if codec == "uncompressed" else codec,
+            row_group_rows=self.opts.row_group_size,
+        )
+
+    def make_limits(self) -> WriterLimits:
+        """A folder's rows are written as a row group once ``rowGroupSize`` rows or
+        ``rowGroupBytes`` (at most ``targetFileSize``) bytes are buffered."""
+        limits = super().make_limits()
+        group_bytes = int(self.opts.row_group_bytes)
+        if limits.target_file_size:  # a small target also means small row groups
+            group_bytes = min(group_bytes, limits.target_file_size)
+        return WriterLimits(
+            max_records_per_file=limits.max_records_per_file,
+            target_file_size=limits.target_file_size,
+            max_open_files=limits.max_open_files,
+            flush_rows=self.opts.row_group_size,
+            flush_bytes=group_bytes,
+            buffer_bytes=int(self.opts.row_group_bytes),
+        )
+
+
+class JsonFileSink(FileSink):
+    """Writes newline-delimited JSON files (one object per row, UTF-8)."""
+
+    format_name = "json"
+    description = "Writes newline-delimited JSON files into a folder, exactly once."
+    options = _COMMON.extend(
+        Option(
+            name="compression",
+            default="none",
+            choices=TEXT_COMPRESSIONS,
+            doc="Compression of whole files (adds .gz, .bz2, .zst or .lz4 to their names).",
+        ),
+        Option(
+            name="ignoreNullFields",
+            type="bool",
+            default=True,
+            doc="Leave out fields whose value is null (instead of writing null).",
+        ),
+        Option(name="lineSep", default="\n", doc="The text written after each row."),
+    )
+
+    def make_format(self) -> FileFormat:
+        return JsonFormat(
+            ignore_null_fields=self.opts.ignore_null_fields,
+            line_sep=self.opts.line_sep,
+            compression=self.opts.compression,
+        )
+
+
+class CsvFileSink(FileSink):
+    """Writes CSV files. Columns must be flat (no lists, structs, maps or binary)."""
+
+    format_name = "csv"
+    description = "Writes CSV files into a folder, exactly once."
+    options = _COMMON.extend(
+        Option(
+            name="header",
+            type="bool",
+            default=False,
+            doc="Write the column names as the first line of every file.",
+        ),
+        Option(name="sep", default=",", doc="The field separator (one character)."),
+        Option(name="lineSep", default="\n", doc="The text written after each row."),
+        Option(name="nullValue", default="", doc="The text written for a null value."),
+        Option(
+            name="quoteAll",
+            type="bool",
+            default=False,
+            doc="Quote every non-null value (by default only values that need it).",
+        ),
+        Option(
+            name="compression",
+            default="none",
+            choices=TEXT_COMPRESSIONS,
+            doc="Compression of whole files (adds .gz, .bz2, .zst or .lz4 to their names).",
+        ),
+    )
+
+    def make_format(self) -> FileFormat:
+        sep = str(self.opts.sep)
+        if len(sep) != 1:
+            raise OptionError(f"{self.describe()}: option sep must be one character, got {sep!r}")
+        if '"' in str(self.opts.null_value):
+            raise OptionError(f"{self.describe()}: option nullValue cannot contain '\"'")
+        return CsvFormat(
+            header=self.opts.header,
+            sep=sep,
+            line_sep=self.opts.line_sep,
+            null_value=self.opts.null_value,
+            quote_all=self.opts.quote_all,
+            compression=self.opts.compression,
+        )
+
+    def check_schema(self, schema: pa.Schema) -> None:
+        for field in schema:
+            data_type = field.type
+            if pa.types.is_dictionary(data_type):
+                data_type = data_type.value_type
+            if (
+                pa.types.is_nested(data_type)
+                or pa.types.is_binary(data_type)
+                or (pa.types.is_large_binary(data_type) or pa.types.is_fixed_size_binary(data_type))
+            ):
+                raise ConfigurationError(
+                    f"{self.describe()}: CSV data source does not support {data_type} data type "
+                    f"(column {field.name!r}); write json or parquet, or convert the column "
+                    "to a string first"
+                )
+
+
+SINKS: list[type[Sink]] = [ParquetFileSink, JsonFileSink, CsvFileSink]
+"""The sink classes the plugin registers."""

@@ -1,0 +1,129 @@
+"""The testkit's sink suite, run on the parquet, json and csv file sinks, local and in memory."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from microbatch import Sink
+from microbatch_file.manifest import Manifest
+from microbatch_file.sinks import CsvFileSink, FileSink, JsonFileSink, ParquetFileSink
+from microbatch_testkit import SinkContract, data
+
+
+def _committed_files(sink: Sink) -> list[str]:
+    assert isinstance(sink, FileSink)
+    return Manifest(sink.fs, sink.root).files()
+
+
+def _read_all(sink: Sink, read_one: Any) -> pa.Table:
+    schema = sink.context.schema
+    tables = [read_one(sink, path, schema) for path in _committed_files(sink)]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def _parquet(sink: Sink, path: str, schema: pa.Schema) -> pa.Table:
+    assert isinstance(sink, FileSink)
+    with sink.fs.open(path, "rb") as handle:
+        return pq.read_table(handle, schema=schema)
+
+
+def _json(sink: Sink, path: str, schema: pa.Schema) -> pa.Table:
+    assert isinstance(sink, FileSink)
+    with sink.fs.open(path, "rb") as handle:
+        options = pajson.ParseOptions(explicit_schema=schema)
+        return pajson.read_json(handle, parse_options=options).cast(schema)
+
+
+def _csv(sink: Sink, path: str, schema: pa.Schema) -> pa.Table:
+    assert isinstance(sink, FileSink)
+    with sink.fs.open(path, "rb") as handle:
+        return pacsv.read_csv(
+            handle,
+            read_options=pacsv.ReadOptions(column_names=schema.names),
+            convert_options=pacsv.ConvertOptions(
+                column_types=schema, strings_can_be_null=True, quoted_strings_can_be_null=False
+            ),
+        ).cast(schema)
+
+
+class TestParquetFileSinkContract(SinkContract):
+    sink_class = ParquetFileSink
+
+    def make_options(self) -> dict[str, Any]:
+        return {"path": str(self.tmp_path / "out")}
+
+    def read_back(self, sink: Sink) -> pa.Table:
+        return _read_all(sink, _parquet)
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        out = str(self.tmp_path / "out")
+        return [
+            ({}, "path"),
+            ({"path": out, "compression": "lzo"}, "compression"),
+            ({"path": out, "maxRecordsPerFile": -1}, "maxRecordsPerFile"),
+            ({"path": out, "rowGroupSize": 0}, "rowGroupSize"),
+        ]
+
+
+class TestParquetFileSinkInMemoryContract(SinkContract):
+    sink_class = ParquetFileSink
+
+    def make_options(self) -> dict[str, Any]:
+        if not hasattr(self, "_folder"):
+            self._folder = f"memory://contract-{uuid.uuid4().hex}"
+        return {"path": self._folder}
+
+    def read_back(self, sink: Sink) -> pa.Table:
+        return _read_all(sink, _parquet)
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        return [({"path": self.make_options()["path"], "targetFileSize": "big"}, "targetFileSize")]
+
+
+class TestJsonFileSinkContract(SinkContract):
+    sink_class = JsonFileSink
+
+    def make_options(self) -> dict[str, Any]:
+        return {"path": str(self.tmp_path / "out")}
+
+    def read_back(self, sink: Sink) -> pa.Table:
+        return _read_all(sink, _json)
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        out = str(self.tmp_path / "out")
+        return [
+            ({"path": out, "compression": "snappy"}, "compression"),
+            ({"path": out, "ignoreNullFields": "sometimes"}, "ignoreNullFields"),
+        ]
+
+
+class TestCsvFileSinkContract(SinkContract):
+    sink_class = CsvFileSink
+
+    def make_options(self) -> dict[str, Any]:
+        return {"path": str(self.tmp_path / "out")}
+
+    def input_schema(self) -> pa.Schema:
+        return data.SIMPLE_SCHEMA
+
+    def input_batches(self) -> list[pa.RecordBatch]:
+        return data.simple_batches()
+
+    def read_back(self, sink: Sink) -> pa.Table:
+        return _read_all(sink, _csv)
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        out = str(self.tmp_path / "out")
+        return [
+            ({"path": out, "header": "maybe"}, "header"),
+            ({"path": out, "sep": ";;"}, "sep must be one character"),
+            ({"path": out, "nullValue": '"NA"'}, "nullValue"),
+        ]

@@ -252,6 +252,11 @@ class Source(_Connector, ABC):
     def commit(self, end: Offset) -> None:
         """Everything up to ``end`` is durably written to the sink; clean up behind it."""
 
+    def metrics(self) -> dict[str, Any]:
+        """Figures for the progress record's ``sources[0]["metrics"]`` (Kafka's offsets behind
+        latest, files held back...). Called after each batch, on the query's thread."""
+        return {}
+
     def prepare_available_now(self) -> None:
         """Pin the current end of the data as the target of an available-now run."""
 

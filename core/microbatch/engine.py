@@ -368,6 +368,9 @@ class MicroBatchEngine:
             "inputRowsPerSecond": input_rate,
             "processedRowsPerSecond": processed_rate,
         }
+        metrics = self.source.metrics()
+        if metrics:
+            source["metrics"] = metrics
         return StreamingQueryProgress(
             id=self.identity["id"],
             runId=self.identity["runId"],

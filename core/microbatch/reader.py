@@ -56,6 +56,8 @@ class SourceSpec:
 
 
 class _ReaderBase:
+    _streaming: bool
+
     def __init__(self, session: Session) -> None:
         self._session = session
         self._format: str | None = None
@@ -102,20 +104,32 @@ class _ReaderBase:
                 f"Source '{info.format_name}' has a fixed schema and does not accept one from "
                 ".schema(...); remove the call"
             )
-        if (
-            self._schema is None
-            and rule == "required"
-            and not self._session.conf.get("schemaInference")
-        ):
+        inferring = (
+            options.schema_inference
+            if "schemaInference" in options and options.is_set("schemaInference")
+            else self._session.conf.get("schemaInference")
+        )
+        if self._schema is None and rule == "required" and not inferring:
             raise SchemaError(
                 f"Source '{info.format_name}' needs a schema: call .schema(\"col TYPE, ...\") "
                 'before .load(), or enable inference with .option("schemaInference", True) '
                 'where the source supports it, or session.conf.set("schemaInference", True)'
             )
-        return SourceSpec(info=info, options=options, schema=self._schema)
+        spec = SourceSpec(info=info, options=options, schema=self._schema)
+        if self._schema is None and rule != "forbidden":
+            # Infer (or read) the schema once, now, so that a query started later uses the
+            # same one and a source that cannot tell its schema fails here, not at start().
+            probe = spec.build(self._session, streaming=self._streaming)
+            try:
+                spec = SourceSpec(info=info, options=options, schema=probe.schema)
+            finally:
+                probe.stop()
+        return spec
 
 
 class DataStreamReader(_ReaderBase):
+    _streaming = True
+
     """``session.read_stream``: configure a source, then :meth:`load` a :class:`StreamFrame`.
 
     Options are validated by :meth:`load`: an unknown option, a wrong value or a missing
@@ -129,6 +143,8 @@ class DataStreamReader(_ReaderBase):
 
 
 class DataReader(_ReaderBase):
+    _streaming = False
+
     """``session.read``: configure a source, then :meth:`load` everything it holds now."""
 
     def load(self, path: str | None = None) -> pa.Table:

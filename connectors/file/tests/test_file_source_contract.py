@@ -154,3 +154,23 @@ class TestCsvMemoryFileSourceContract(_MemoryFiles, SourceContract):
             ({"path": path, "sep": ";", "delimiter": "|"}, "give only one"),
             ({"path": path, "sep": "::"}, "single character"),
         ]
+
+
+def test_public_names_and_registration() -> None:
+    import microbatch as mb
+    from microbatch_file import sources
+
+    assert sorted(sources.__all__) == [
+        "CsvFileSource",
+        "FileSource",
+        "FileSplit",
+        "JsonFileSource",
+        "OrcFileSource",
+        "ParquetFileSource",
+        "SOURCES",
+        "TextFileSource",
+    ]
+    registry = mb.Session().registry
+    for cls in sources.SOURCES:
+        assert registry.find("source", cls.format_name).cls is cls
+    assert [cls.format_name for cls in sources.SOURCES] == ["json", "csv", "text", "parquet", "orc"]

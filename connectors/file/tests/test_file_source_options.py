@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def batches(source: FileSource, limit: ReadLimit | None = None) -> list[list[int
     """The ids of each batch the source takes until nothing is new."""
     limit = limit if limit is not None else source.default_read_limit()
     offset = source.initial_offset()
-    found = []
+    found: list[list[int]] = []
     while True:
         end = source.latest_offset(offset, limit)
         if end == offset:
@@ -168,6 +169,25 @@ def test_parquet_reads_its_own_schema_in_batch_reads(folder: Path) -> None:
         build(folder, cls=ParquetFileSource, schema=None, streaming=True)
 
 
+def test_parquet_and_orc_infer_in_streaming_when_asked(folder: Path) -> None:
+    import pyarrow.orc as orc
+
+    pq.write_table(pa.table({"id": [1], "a": ["x"]}), folder / "p0.parquet")
+    pq.write_table(pa.table({"id": [2], "b": [1.5]}), folder / "p1.parquet")
+    first = build(folder, cls=ParquetFileSource, schema=None, streaming=True, schemaInference=True)
+    assert first.schema.names == ["id", "a"]
+    merged = build(
+        folder, cls=ParquetFileSource, schema=None, schemaInference=True, mergeSchema=True
+    )
+    assert merged.schema.names == ["id", "a", "b"]
+    assert sorted(batches(merged)[0]) == [1, 2]
+    orc_folder = folder.parent / "orc"
+    orc_folder.mkdir()
+    orc.write_table(pa.table({"id": [5, 6]}), str(orc_folder / "o.orc"))
+    table = mb.Session().read.format("orc").load(str(orc_folder))
+    assert table.to_pylist() == [{"id": 5}, {"id": 6}]
+
+
 # -- limits ----------------------------------------------------------------------------------
 def test_max_files_per_trigger_takes_the_oldest_files_first(folder: Path) -> None:
     for index in range(5):
@@ -230,6 +250,20 @@ def test_file_name_only_treats_a_known_name_as_read(folder: Path) -> None:
     assert batches(by_name) == [[1, 3]]
     by_path = build(folder)
     assert batches(by_path) == [[1, 2, 3]]
+
+
+def test_min_file_age_on_memory_holds_a_fresh_file() -> None:
+    import uuid
+
+    import fsspec
+
+    root = f"/min-age-{uuid.uuid4().hex}"
+    fsspec.filesystem("memory").pipe(f"{root}/a.json", b'{"id": 1}\n')
+    source = build(f"memory://{root}", minFileAge="300ms")
+    assert batches(source) == []
+    assert source.metrics()["numFilesHeldBack"] == "1"
+    time.sleep(0.35)
+    assert batches(source) == [[1]]
 
 
 def test_describe_names_the_folder(folder: Path) -> None:

@@ -197,9 +197,7 @@ def test_clean_source_delete(session: mb.Session, folder: Path, tmp_path: Path) 
     assert seen == [1] and list(folder.iterdir()) == []
 
 
-def test_a_file_removed_before_it_is_read(
-    folder: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_file_removed_before_it_is_read(folder: Path, caplog: pytest.LogCaptureFixture) -> None:
     for ignore in (False, True):
         path = drop(folder, f"gone-{ignore}.json", 1)
         options = JsonFileSource.options.parse(

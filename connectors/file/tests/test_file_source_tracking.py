@@ -94,7 +94,14 @@ def test_the_log_is_compacted(folder: Path, tmp_path: Path) -> None:
     assert offset == {"logOffset": 124}
     assert max(counts) <= 19, counts  # at most 9 compact files per size, 10 plain ones
     assert sorted(state.names()) == [
-        "0-99.compact", "100-109.compact", "110-119.compact", "120", "121", "122", "123", "124"
+        "0-99.compact",
+        "100-109.compact",
+        "110-119.compact",
+        "120",
+        "121",
+        "122",
+        "123",
+        "124",
     ]
     restarted = build(folder, state, maxFilesPerTrigger=1)
     assert restarted.latest_offset(offset, ReadAllAvailable()) == offset  # nothing new

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._location import SourceLocation
 
@@ -25,8 +25,7 @@ log = logging.getLogger("microbatch.file")
 Partition = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class FileEntry:
+class FileEntry(NamedTuple):
     """One file: full path on its filesystem, size in bytes, modification time in seconds
     (None when the filesystem keeps none) and the raw ``key=value`` pairs of its folders."""
 
@@ -67,11 +66,23 @@ class Layout:
     recursive: bool = False
     name_filter: str | None = None
 
+    def __post_init__(self) -> None:
+        suffixes = tuple(suffix for suffix in self.in_progress_suffixes if suffix)
+        object.__setattr__(self, "in_progress_suffixes", suffixes)
+
     def hidden(self, name: str) -> bool:
         return name.startswith((".", "_"))
 
     def in_progress(self, name: str) -> bool:
-        return any(name.endswith(suffix) for suffix in self.in_progress_suffixes if suffix)
+        return bool(self.in_progress_suffixes) and name.endswith(self.in_progress_suffixes)
+
+    def top_level_file(self, name: str) -> bool:
+        """``classify((name,)) == ()`` for a folder source, quickly (most files are these)."""
+        return not (
+            name.startswith((".", "_"))
+            or (self.in_progress_suffixes and name.endswith(self.in_progress_suffixes))
+            or (self.name_filter is not None and not fnmatch.fnmatchcase(name, self.name_filter))
+        )
 
     def enter(self, parts: tuple[str, ...]) -> bool:
         """Whether the folder ``parts`` (below the root) may hold files of the source."""
@@ -151,6 +162,8 @@ class Listing:
     # -- walkers --------------------------------------------------------------------------
     def _walk_local(self) -> Iterator[tuple[str, FileEntry]]:
         root = self.location.root
+        layout = self.layout
+        plain = not self.location.pattern
         stack: list[tuple[str, tuple[str, ...]]] = [(root, ())]
         while stack:
             folder, parts = stack.pop()
@@ -160,20 +173,26 @@ class Listing:
                 continue
             with scanner:
                 for item in scanner:
-                    child = (*parts, item.name)
                     try:
                         is_dir = item.is_dir()
                     except OSError:
                         continue
                     if is_dir:
-                        if self.layout.enter(child):
+                        child = (*parts, item.name)
+                        if layout.enter(child):
                             stack.append((item.path, child))
                         else:
                             self._report_ignored(item.path, child)
                         continue
-                    partition = self.layout.classify(child)
-                    if partition is None:
-                        continue
+                    partition: Partition = ()
+                    if plain and not parts:
+                        if not layout.top_level_file(item.name):
+                            continue
+                    else:
+                        found = layout.classify((*parts, item.name))
+                        if found is None:
+                            continue
+                        partition = found
                     try:
                         info = item.stat()
                     except FileNotFoundError:

@@ -171,8 +171,8 @@ _COMMON = (
         name="maxFileAge",
         type="duration",
         default=timedelta(days=7),
-        doc="Files older than the newest file taken minus this age are not read; each one is "
-        "logged and counted (metric numFilesSkippedForAge).",
+        doc="Files older than the newest file taken minus this age are not read; they are "
+        "logged at WARNING and counted (metric numFilesSkippedForAge).",
     ),
     Option(
         name="fileNameOnly",

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -125,7 +125,7 @@ class FileSource(Source):
         self._resolve_schema()
         self.log = FileLog(context.state, name_only=bool(opts.file_name_only))
         self.backlog = Backlog(latest_first=bool(opts.latest_first))
-        self.backlog.update(self.discovery.files.values())
+        self._backlog_filled = False
         archive = None
         if opts.clean_source == "ARCHIVE":
             archive = SourceLocation.resolve(str(opts.source_archive_dir))
@@ -226,9 +226,20 @@ class FileSource(Source):
                 '{"logOffset": 3}. The checkpoint belongs to another source.'
             ) from None
 
-    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+    def _start(self) -> None:
+        """Load the log and fill the backlog with the files listed so far (first call only)."""
         self.discovery.activate()
         self.log.load()
+        if not self._backlog_filled:
+            self._backlog_filled = True
+            self._offer(self.discovery.files.values(), ())
+
+    def _offer(self, changed: Iterable[FileEntry], removed: Iterable[str]) -> None:
+        """Put listed files that were never taken into the backlog."""
+        self.backlog.update([entry for entry in changed if not self.log.seen(entry)], removed)
+
+    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+        self._start()
         position = self._position(start)
         if self.log.latest_batch > position:
             return {"logOffset": position + 1}  # taken before, not yet run: the same files
@@ -263,10 +274,8 @@ class FileSource(Source):
         return {"logOffset": batch}
 
     def prepare_available_now(self) -> None:
-        self.discovery.activate()
-        self.log.load()
-        changed, removed = self.discovery.refresh(force=True)
-        self.backlog.update(changed, removed)
+        self._start()
+        self._offer(*self.discovery.refresh(force=True))
         self._pinned = {entry.path for entry in self.backlog.entries() if not self.log.seen(entry)}
 
     def _refresh(self, limit: ReadLimit) -> bool:
@@ -275,7 +284,7 @@ class FileSource(Source):
             return False
         changed, removed = self.discovery.refresh()
         if changed or removed:
-            self.backlog.update(changed, removed)
+            self._offer(changed, removed)
         return True
 
     def _update_cache_budget(self, listed: bool, max_files: int | None, taken: int) -> None:

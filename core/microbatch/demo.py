@@ -21,6 +21,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from .errors import MicrobatchError
 from .query import StreamingQuery
@@ -221,4 +222,4 @@ def _summary(session: Session, table: str, writer: EventFileWriter, totals: _Tot
     lines.add_row("rows in the table", f"{result.num_rows:,} ({check})")
     lines.add_row("batches", f"{totals.batches:,}")
     lines.add_row("devices", f"{devices:,}")
-    return Group(by_status, lines)
+    return Group(Text(""), by_status, lines)  # the blank line ends a live display's last frame

@@ -23,6 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .sink_partitions import is_scalar_type
+
 __all__ = ["JsonEncoder", "timestamp_text"]
 
 Converter = Callable[[Any], Any]
@@ -112,20 +114,7 @@ class JsonEncoder:
 
 
 def _flat(data_type: pa.DataType) -> bool:
-    if pa.types.is_dictionary(data_type):
-        return _flat(data_type.value_type)
-    return bool(
-        pa.types.is_integer(data_type)
-        or pa.types.is_floating(data_type)
-        or pa.types.is_boolean(data_type)
-        or pa.types.is_string(data_type)
-        or pa.types.is_large_string(data_type)
-        or pa.types.is_string_view(data_type)
-        or pa.types.is_date(data_type)
-        or pa.types.is_timestamp(data_type)
-        or pa.types.is_decimal(data_type)
-        or pa.types.is_null(data_type)
-    )
+    return pa.types.is_null(data_type) or is_scalar_type(data_type)
 
 
 def _all_finite(column: pa.Array) -> bool:

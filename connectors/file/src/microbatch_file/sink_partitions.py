@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_PARTITION",
     "check_partition_columns",
     "escape_path_name",
+    "is_scalar_type",
     "partition_directory",
     "render_partition_value",
     "split_by_partition",
@@ -93,9 +94,10 @@ def partition_directory(values: Sequence[tuple[str, str | None]]) -> str:
     )
 
 
-def _allowed(data_type: pa.DataType) -> bool:
+def is_scalar_type(data_type: pa.DataType) -> bool:
+    """True for the flat types a partition value (or a vectorised JSON column) may have."""
     if pa.types.is_dictionary(data_type):
-        return _allowed(data_type.value_type)
+        return is_scalar_type(data_type.value_type)
     return bool(
         pa.types.is_integer(data_type)
         or pa.types.is_floating(data_type)
@@ -126,7 +128,7 @@ def check_partition_columns(schema: pa.Schema, columns: Sequence[str], *, where:
         )
     for name in columns:
         data_type = schema.field(name).type
-        if not _allowed(data_type):
+        if not is_scalar_type(data_type):
             raise ConfigurationError(
                 f"{where}: cannot use column {name!r} of type {data_type} as a partition column; "
                 "use a string, number, boolean, date, timestamp or decimal column"

@@ -234,11 +234,7 @@ class Checkpoint:
     # -- logs -----------------------------------------------------------------------------
     def batch_ids(self, store: StateStore) -> list[int]:
         """Sorted ids of the entries in the offset or commit log."""
-        ids = []
-        for name in store.names():
-            if name.isdigit():
-                ids.append(int(name))
-        return sorted(ids)
+        return sorted(int(name) for name in store.names() if name.isdigit())
 
     def latest_offsets(self) -> BatchEntry | None:
         """The newest offset-log entry, or ``None`` when no batch was ever planned."""

@@ -64,7 +64,6 @@ class StreamingQuery:
             "isDataAvailable": False,
             "isTriggerActive": False,
         }
-        self._batches_run = 0
 
     # -- public API -----------------------------------------------------------------------
     @property
@@ -187,7 +186,6 @@ class StreamingQuery:
         self._status = {"message": message, "isDataAvailable": data, "isTriggerActive": active}
 
     def _record(self, progress: StreamingQueryProgress) -> None:
-        self._batches_run += 1
         self._recent.append(progress)
         self._manager._post_progress(progress)
 

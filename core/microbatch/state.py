@@ -28,8 +28,15 @@ class StateStore:
     which is how two writers of one checkpoint are detected.
     """
 
-    def __init__(self, url: str, *, fsync: bool = False) -> None:
-        self.fs, self.path = fsspec.core.url_to_fs(url)
+    def __init__(
+        self, url: str, *, fsync: bool = False, fs: fsspec.AbstractFileSystem | None = None
+    ) -> None:
+        """``fs``, when given, is used instead of a filesystem made from ``url`` (so that one
+        carrying credentials or other settings is kept)."""
+        if fs is None:
+            self.fs, self.path = fsspec.core.url_to_fs(url)
+        else:
+            self.fs, self.path = fs, fs._strip_protocol(url)
         self.url = url
         self.fsync = fsync
         self._local = isinstance(self.fs, LocalFileSystem)
@@ -37,7 +44,7 @@ class StateStore:
 
     def child(self, name: str) -> StateStore:
         """The store of a subfolder."""
-        return StateStore(f"{self.url.rstrip('/')}/{name}", fsync=self.fsync)
+        return StateStore(f"{self.url.rstrip('/')}/{name}", fsync=self.fsync, fs=self.fs)
 
     def location(self, name: str) -> str:
         return f"{self.path.rstrip('/')}/{name}"

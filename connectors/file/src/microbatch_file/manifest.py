@@ -58,10 +58,7 @@ class Manifest:
         self.root = root.rstrip("/") or "/"
         self.path = f"{self.root.rstrip('/')}/{METADATA_DIR}"
         self.compact_interval = compact_interval
-        self._store = StateStore(fs.unstrip_protocol(self.path), fsync=fsync)
-        # Use the caller's filesystem object (it may carry credentials or other options).
-        self._store.fs = fs
-        self._store.path = self.path
+        self._store = StateStore(fs.unstrip_protocol(self.path), fsync=fsync, fs=fs)
         self._compacts: dict[int, list[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ queries

@@ -2,8 +2,10 @@
 
 Layout::
 
-    <checkpoint>/metadata        {"id": <query id>, "version": 1, "source": ..., "sink": ...}
+    <checkpoint>/metadata        {"id": <query id>, "version": 1, "source": ..., "sink": ...,
+                                  "identity": {"source": {...}, "sink": {...}}}
     <checkpoint>/lock            {"runId", "pid", "host", "startedAt"} while a run holds it
+                                 (taken over through ``.lock.takeover-*`` markers when stale)
     <checkpoint>/offsets/<N>     written BEFORE batch N has any side effect (the write-ahead log)
     <checkpoint>/commits/<N>     written AFTER the sink committed batch N
     <checkpoint>/sources/0/      the source's own state
@@ -15,6 +17,9 @@ so a checkpoint may live on any filesystem fsspec reaches, ``memory://`` include
 
 from __future__ import annotations
 
+import itertools
+import json
+import logging
 import os
 import posixpath
 import socket
@@ -26,6 +31,9 @@ from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
+from ._checkpoint_lock import acquire_lock, parse_lock
+from ._checkpoint_lock import lock_holder as holder_of
+from ._identity import describe_changes
 from .errors import (
     CheckpointError,
     CheckpointInUseError,
@@ -36,6 +44,8 @@ from .progress import iso_timestamp
 from .state import StateStore
 
 __all__ = ["FORMAT_VERSION", "BatchEntry", "Checkpoint"]
+
+log = logging.getLogger("microbatch.checkpoint")
 
 FORMAT_VERSION = 1
 
@@ -66,7 +76,7 @@ class BatchEntry:
     def from_json(cls, value: Any, where: str) -> BatchEntry:
         try:
             return cls(
-                batch_id=int(value["batchId"]),
+                batch_id=log_id(value["batchId"]),
                 start=value["start"],
                 end=value["end"],
                 timestamp_ms=int(value["batchTimestampMs"]),
@@ -76,6 +86,18 @@ class BatchEntry:
                 f"Checkpoint file {where} is not a valid offset log entry (missing or bad "
                 f"field {error}). Restore it, or delete it and later entries to re-plan them."
             ) from None
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as it reads back from the metadata file."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def log_id(value: Any) -> int:
+    """A batch id read from a log entry: a non-negative int (``True`` is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"'batchId' must be a non-negative integer, got {value!r}")
+    return value
 
 
 class Checkpoint:
@@ -93,6 +115,7 @@ class Checkpoint:
         self.commits = self.root.child("commits")
         self._purged_below = 0
         self._run_id: str | None = None
+        self._logs_checked = False
 
     # -- metadata -------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any] | None:
@@ -105,11 +128,16 @@ class Checkpoint:
             )
         return value
 
-    def open(self, *, source: str, sink: str) -> dict[str, Any]:
+    def open(
+        self, *, source: str, sink: str, identity: dict[str, dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         """Return the checkpoint's metadata, creating it for a new query.
 
         Refuses a checkpoint written by a query with a different source, a newer format
-        version, or one whose logs exist without metadata.
+        version, or one whose logs exist without metadata. ``identity`` holds what the query
+        reads and writes (``{"source": {...}, "sink": {...}}``, see ``Source.identity``): it is
+        recorded the first time (also in a checkpoint made before identities were recorded)
+        and a :class:`CheckpointMismatchError` raised when it differs from the recorded one.
         """
         if self.root.fs.isfile(self.root.path):
             raise CheckpointError(
@@ -130,12 +158,20 @@ class Checkpoint:
                 "sink": sink,
                 "createdAt": iso_timestamp(time.time()),
             }
+            if identity is not None:
+                created["identity"] = _jsonable(identity)
             if self.root.create("metadata", created):
                 return created
             existing = self.metadata()
             assert existing is not None
         version = existing.get("version", FORMAT_VERSION)
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise CorruptCheckpointError(
+                f"Checkpoint file {self.url}/metadata has format version {version!r}, which is "
+                "not a positive integer: the file is damaged. Restore it from a backup, or start "
+                "the query with a new checkpoint location."
+            )
+        if version > FORMAT_VERSION:
             raise CheckpointError(
                 f"Checkpoint {self.url} has format version {version!r}; this microbatch reads "
                 f"versions up to {FORMAT_VERSION}. Upgrade microbatch to use it."
@@ -146,7 +182,75 @@ class Checkpoint:
                 f"not '{source}'. Changing a query's source is not supported: use a new "
                 "checkpoint location for the new query."
             )
+        if identity is not None:
+            existing = self._check_identity(existing, sink, _jsonable(identity))
         return existing
+
+    def _check_identity(
+        self, existing: dict[str, Any], sink: str, identity: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Compare each side's recorded identity with ``identity``; record missing sides."""
+        recorded = existing.get("identity")
+        recorded = dict(recorded) if isinstance(recorded, dict) else {}
+        missing = False
+        for side in ("source", "sink"):
+            before, now = recorded.get(side), identity.get(side)
+            if now is None:
+                continue
+            if isinstance(before, dict):
+                changes = describe_changes(before, now)
+            else:  # not recorded yet: only the format name of older metadata can be compared
+                legacy = existing.get(side)
+                changes = (
+                    []
+                    if legacy in (None, now.get("format"))
+                    else [f"format was {legacy!r}, is now {now.get('format')!r}"]
+                )
+                if not changes:
+                    recorded[side] = now
+                    missing = True
+                    continue
+            if changes:
+                effect = (
+                    "its offsets belong to the old input: the new one would be read again from "
+                    "the start"
+                    if side == "source"
+                    else "its commit log describes the old output"
+                )
+                raise CheckpointMismatchError(
+                    f"Checkpoint {self.url} belongs to a query with another {side}: "
+                    f"{'; '.join(changes)}. Going on would be wrong, since {effect}. To move "
+                    f"the query to the new {side} on purpose, stop it and run `microbatch "
+                    f"checkpoint forget-identity {self.url} --{side}` (the next start records "
+                    "the new one); otherwise start it with a new checkpoint location."
+                )
+        if not missing:
+            return existing
+        updated = {**existing, "identity": recorded}
+        if "sink" in identity:
+            updated["sink"] = sink
+        self.root.write("metadata", updated)
+        return updated
+
+    def forget_identity(self, sides: tuple[str, ...] = ("source", "sink")) -> list[str]:
+        """Remove the recorded identity of ``sides``, so that the next start records the
+        query's current source or sink instead of refusing it (moving a query on purpose).
+        Returns the sides that had one. Refused while a live process holds the checkpoint."""
+        existing = self.metadata()
+        if existing is None:
+            raise CheckpointError(f"No checkpoint at {self.url}: it has no metadata file.")
+        holder = self.lock_holder()
+        if holder is not None:
+            raise self._in_use(holder)
+        recorded = existing.get("identity")
+        recorded = dict(recorded) if isinstance(recorded, dict) else {}
+        forgotten = [side for side in sides if recorded.pop(side, None) is not None]
+        updated = {**existing, "identity": recorded}
+        if "sink" in sides and updated.pop("sink", None) is not None and "sink" not in forgotten:
+            forgotten.append("sink")  # older metadata: only the sink's format name was recorded
+        if forgotten:
+            self.root.write("metadata", updated)
+        return forgotten
 
     # -- ownership ------------------------------------------------------------------------
     @property
@@ -162,8 +266,9 @@ class Checkpoint:
     def acquire(self, run_id: str) -> None:
         """Take the checkpoint for run ``run_id``; :class:`CheckpointInUseError` if held.
 
-        A lock left by a process that no longer runs on this host is taken over; when two
-        processes race for the same stale lock, one wins and the other is refused.
+        A lock left by a process that no longer runs on this host is taken over; when several
+        processes race for the same stale lock, exactly one wins and the others are refused
+        (see :mod:`microbatch._checkpoint_lock`). Call :meth:`sweep_temporary` once it is held.
         """
         record = {
             "runId": run_id,
@@ -174,12 +279,9 @@ class Checkpoint:
         with _HELD_GUARD:
             if self.identity in _HELD:
                 raise self._in_use("another active query of this process")
-            if not self.root.create("lock", record):
-                holder = self.lock_holder()
-                if holder is not None:
-                    raise self._in_use(holder)
-                if not self._set_aside("lock") or not self.root.create("lock", record):
-                    raise self._in_use(self.lock_holder() or "another process starting now")
+            holder = acquire_lock(self.root, record)
+            if holder is not None:
+                raise self._in_use(holder)
             self._run_id = run_id
             _HELD.add(self.identity)
 
@@ -197,32 +299,9 @@ class Checkpoint:
             if isinstance(lock, dict) and lock.get("runId") == run_id:
                 self.root.delete("lock")
 
-    def _set_aside(self, name: str) -> bool:
-        """Move a stale file out of the way; False when another process moved it first."""
-        aside = f".{name}.stale-{uuid.uuid4().hex}"
-        try:
-            self.root.fs.mv(self.root.location(name), self.root.location(aside))
-        except FileNotFoundError:
-            return False
-        self.root.delete(aside)
-        return True
-
     def lock_holder(self) -> str | None:
         """Who holds the lock, or ``None`` when it is free or stale."""
-        try:
-            lock = self.root.read("lock")
-        except CorruptCheckpointError:
-            return None  # a torn lock cannot belong to a live run: locks are written whole
-        if not isinstance(lock, dict):
-            return None
-        host, pid = lock.get("host"), lock.get("pid")
-        if host != socket.gethostname():
-            return f"a query on host {host} (pid {pid}, run {lock.get('runId')})"
-        if pid == os.getpid():
-            return None  # this process holds nothing here (checked against _HELD above)
-        if isinstance(pid, int) and _process_alive(pid):
-            return f"process {pid} (run {lock.get('runId')}, started {lock.get('startedAt')})"
-        return None
+        return holder_of(parse_lock(self.root.read_bytes("lock")))
 
     def _in_use(self, holder: str) -> CheckpointInUseError:
         return CheckpointInUseError(
@@ -234,35 +313,114 @@ class Checkpoint:
     # -- logs -----------------------------------------------------------------------------
     def batch_ids(self, store: StateStore) -> list[int]:
         """Sorted ids of the entries in the offset or commit log."""
-        return sorted(int(name) for name in store.names() if name.isdigit())
+        return sorted(int(name) for name in store.names() if name.isascii() and name.isdigit())
+
+    def last_committed_batch_id(self) -> int | None:
+        """The newest batch id in the commit log, or ``None`` when nothing was committed."""
+        ids = self.batch_ids(self.commits)
+        return ids[-1] if ids else None
+
+    def check_logs(self) -> None:
+        """Check that the offset and commit logs agree; :class:`CorruptCheckpointError` naming
+        the first file that does not.
+
+        Every entry must hold the batch id of its file name; the offset log must be contiguous;
+        every commit entry needs its offset entry (none may be ahead of the offset log); and
+        only the newest offset entry may lack a commit entry (the batch that was running when
+        the query last stopped). Commit entries older than the oldest offset entry are left
+        overs of retention clean-up and are accepted.
+        """
+        for store, log_name in ((self.offsets, "offsets"), (self.commits, "commits")):
+            for name in store.names():
+                if name.isascii() and name.isdigit() and name != str(int(name)):
+                    raise CorruptCheckpointError(
+                        f"Checkpoint file {self.url}/{log_name}/{name} is not named by its batch "
+                        f"id ({int(name)}): rename it or remove it."
+                    )
+        offset_ids = self.batch_ids(self.offsets)
+        commit_ids = self.batch_ids(self.commits)
+        for before, after in itertools.pairwise(offset_ids):
+            if after != before + 1:
+                raise CorruptCheckpointError(
+                    f"Checkpoint {self.url} lacks offsets/{after - 1} before offsets/{after}; "
+                    "the offset log must be contiguous. Restore the missing file."
+                )
+        for batch_id in offset_ids:
+            self.read_offsets(batch_id)
+        for batch_id in commit_ids:
+            self._read_commit(batch_id)
+        newest = offset_ids[-1] if offset_ids else None
+        if commit_ids and (newest is None or commit_ids[-1] > newest):
+            missing = commit_ids[-1]
+            raise CorruptCheckpointError(
+                f"Checkpoint file {self.url}/commits/{missing} records a batch that has no "
+                f"offset entry (offsets/{missing} is missing"
+                + (f"; the newest is offsets/{newest})" if newest is not None else ")")
+                + ". Restore the offset log from a backup; without it the batch's source range "
+                "is unknown."
+            )
+        committed = set(commit_ids)
+        for batch_id in offset_ids[:-1]:
+            if batch_id not in committed:
+                raise CorruptCheckpointError(
+                    f"Checkpoint {self.url} has offsets/{batch_id} and later entries but no "
+                    f"commits/{batch_id}: only the newest batch can be uncommitted. Restore "
+                    f"{self.url}/commits/{batch_id} from a backup."
+                )
+        self._logs_checked = True
 
     def latest_offsets(self) -> BatchEntry | None:
-        """The newest offset-log entry, or ``None`` when no batch was ever planned."""
+        """The newest offset-log entry, or ``None`` when no batch was ever planned.
+
+        Checks the logs first (see :meth:`check_logs`), unless that was done already.
+        """
+        if not self._logs_checked:
+            self.check_logs()
         ids = self.batch_ids(self.offsets)
         if not ids:
             return None
-        if len(ids) > 1 and ids[-2] != ids[-1] - 1:
-            raise CorruptCheckpointError(
-                f"Checkpoint {self.url} lacks offsets/{ids[-1] - 1} before offsets/{ids[-1]}; "
-                "the offset log must be contiguous. Restore the missing file."
-            )
         self._purged_below = ids[0]
         return self.read_offsets(ids[-1])
 
     def read_offsets(self, batch_id: int) -> BatchEntry:
+        """The offset entry of batch ``batch_id``, checked to hold that batch id."""
         value = self.offsets.read(str(batch_id))
         where = f"{self.url}/offsets/{batch_id}"
         if value is None:
             raise CorruptCheckpointError(f"Checkpoint file {where} is missing.")
-        return BatchEntry.from_json(value, where)
+        entry = BatchEntry.from_json(value, where)
+        if entry.batch_id != batch_id:
+            raise CorruptCheckpointError(
+                f"Checkpoint file {where} holds batchId {entry.batch_id}, not {batch_id}: the "
+                "entry was renamed or damaged, and applying it would run its range again. "
+                "Restore the file from a backup."
+            )
+        return entry
 
     def is_committed(self, batch_id: int) -> bool:
+        return self._read_commit(batch_id) is not None
+
+    def _read_commit(self, batch_id: int) -> dict[str, Any] | None:
         value = self.commits.read(str(batch_id))
-        if value is not None and not isinstance(value, dict):
-            raise CorruptCheckpointError(
-                f"Checkpoint file {self.url}/commits/{batch_id} is not a commit entry."
-            )
-        return value is not None
+        where = f"{self.url}/commits/{batch_id}"
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise CorruptCheckpointError(f"Checkpoint file {where} is not a commit entry.")
+        if "batchId" in value:
+            try:
+                recorded = log_id(value["batchId"])
+            except ValueError as error:
+                raise CorruptCheckpointError(
+                    f"Checkpoint file {where} is not a valid commit entry ({error}). Restore it "
+                    "from a backup."
+                ) from None
+            if recorded != batch_id:
+                raise CorruptCheckpointError(
+                    f"Checkpoint file {where} holds batchId {recorded}, not {batch_id}: the entry "
+                    "was renamed or damaged. Restore the file from a backup."
+                )
+        return value
 
     def write_offsets(self, entry: BatchEntry) -> None:
         """Log batch ``entry.batch_id`` before it runs; refuses to overwrite an entry."""
@@ -294,19 +452,33 @@ class Checkpoint:
             self.commits.delete(name)
             self._purged_below += 1
 
+    def sweep_temporary(self) -> int:
+        """Remove the temporary files that killed writes left in every folder of the
+        checkpoint; call it only while holding the lock. Returns how many were removed."""
+        removed = 0
+        for folder in self._folders():
+            removed += folder.sweep_temporary()
+        if removed:
+            log.info("removed %d temporary file(s) of interrupted writes in %s", removed, self.url)
+        return removed
+
+    def _folders(self) -> list[StateStore]:
+        """The store of the checkpoint folder and of each folder below it."""
+        try:
+            found = self.root.fs.find(self.root.path, withdirs=True, detail=True)
+        except FileNotFoundError:
+            return []
+        base = self.root.path.rstrip("/")
+        stores = [self.root]
+        for path, info in sorted(found.items()):
+            if info.get("type") == "directory" and path.rstrip("/") != base:
+                relative = path.rstrip("/")[len(base) :].lstrip("/")
+                stores.append(self.root.child(relative))
+        return stores
+
     # -- connector state ------------------------------------------------------------------
     def source_state(self, index: int = 0) -> StateStore:
         return self.root.child(f"sources/{index}")
 
     def sink_state(self) -> StateStore:
         return self.root.child("sink")
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

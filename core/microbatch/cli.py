@@ -4,6 +4,7 @@
 
     microbatch connectors [NAME]              installed connectors, or one connector's options
     microbatch checkpoint inspect DIR [--json]   what a checkpoint holds (DIR may be an fsspec URL)
+    microbatch checkpoint forget-identity DIR [--source] [--sink]   let a query move on purpose
     microbatch demo [--seconds N] [--files-per-second N]   JSON files -> parquet table, live
     microbatch docs options [--output FILE]   the option reference, in Markdown
 
@@ -21,19 +22,17 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
-from .errors import CheckpointError, MicrobatchError, UnknownFormatError
+from ._cli_checkpoint import cmd_checkpoint_forget_identity, cmd_checkpoint_inspect
+from .errors import UnknownFormatError
 from .options import Option
 from .registry import ConnectorInfo, ConnectorRegistry
-
-if TYPE_CHECKING:
-    from .checkpoint import Checkpoint
 
 __all__ = ["build_parser", "main", "render_option_reference"]
 
@@ -91,7 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("location", metavar="DIR", help="checkpoint folder or fsspec URL")
     inspect.add_argument("--json", action="store_true", help="print a machine-readable dump")
-    inspect.set_defaults(handler=_cmd_checkpoint_inspect)
+    inspect.set_defaults(handler=cmd_checkpoint_inspect)
+    forget = checkpoint_commands.add_parser(
+        "forget-identity",
+        help="let a query move to another source or sink location on purpose",
+        description="Remove the source and/or sink identity (format, path, identity options) "
+        "recorded in a stopped query's checkpoint. The next start records the query's new "
+        "source or sink instead of refusing it. The offsets stay: a moved source is read on "
+        "from the recorded position, so the new location must hold the same data.",
+    )
+    forget.add_argument("location", metavar="DIR", help="checkpoint folder or fsspec URL")
+    forget.add_argument("--source", action="store_true", help="forget the source's identity")
+    forget.add_argument("--sink", action="store_true", help="forget the sink's identity")
+    forget.set_defaults(handler=cmd_checkpoint_forget_identity)
 
     demo = commands.add_parser(
         "demo",
@@ -452,157 +463,6 @@ def _cmd_docs_options(args: argparse.Namespace, out: Console, err: Console) -> i
     else:
         sys.stdout.write(text)
     return 0
-
-
-# -- checkpoint inspect ------------------------------------------------------------------
-
-
-def inspect_checkpoint(location: str) -> dict[str, Any]:
-    """A JSON-able summary of the checkpoint at ``location``.
-
-    Raises :class:`~microbatch.errors.CheckpointError` when there is no checkpoint there and
-    :class:`~microbatch.errors.CorruptCheckpointError` naming a file that cannot be read.
-    """
-    from .checkpoint import Checkpoint
-    from .progress import iso_timestamp
-
-    checkpoint = Checkpoint(location)
-    root = checkpoint.root
-    if not root.fs.exists(root.path):
-        raise CheckpointError(f"No checkpoint at {location}: the folder does not exist.")
-    if root.fs.isfile(root.path):
-        raise CheckpointError(f"{location} is a file, not a checkpoint folder.")
-    metadata = checkpoint.metadata()
-    offset_ids = checkpoint.batch_ids(checkpoint.offsets)
-    commit_ids = checkpoint.batch_ids(checkpoint.commits)
-    if metadata is None and not offset_ids and not commit_ids:
-        raise CheckpointError(
-            f"{location} is not a checkpoint: it has no metadata file and no offset or commit log."
-        )
-    checkpoint.latest_offsets()  # checks that the offset log is contiguous at its end
-    batches = []
-    for batch_id in offset_ids:
-        entry = checkpoint.read_offsets(batch_id)
-        committed = checkpoint.is_committed(batch_id)
-        commit = checkpoint.commits.read(str(batch_id)) if committed else None
-        batches.append(
-            {
-                "batchId": batch_id,
-                "batchTimestampMs": entry.timestamp_ms,
-                "timestamp": iso_timestamp(entry.timestamp_ms / 1000),
-                "start": entry.start,
-                "end": entry.end,
-                "committed": committed,
-                "numInputRows": commit.get("numInputRows") if isinstance(commit, dict) else None,
-            }
-        )
-    pending = [batch["batchId"] for batch in batches if not batch["committed"]]
-    return {
-        "checkpoint": checkpoint.url,
-        "metadata": metadata,
-        "lock": root.read("lock"),
-        "lockHolder": _lock_holder(checkpoint),
-        "batches": batches,
-        "commitsWithoutOffsets": sorted(set(commit_ids) - set(offset_ids)),
-        "rerunOnRestart": pending[-1] if pending and pending[-1] == offset_ids[-1] else None,
-        "state": {
-            "sources/0": sorted(checkpoint.source_state(0).names()),
-            "sink": sorted(checkpoint.sink_state().names()),
-        },
-    }
-
-
-def _lock_holder(checkpoint: Checkpoint) -> str | None:
-    """Who holds the checkpoint's lock, or ``None`` when it is free or the lock is stale."""
-    if not checkpoint.root.exists("lock"):
-        return None
-    return checkpoint.lock_holder()
-
-
-def _cmd_checkpoint_inspect(args: argparse.Namespace, out: Console, err: Console) -> int:
-    try:
-        summary = inspect_checkpoint(args.location)
-    except MicrobatchError as error:
-        err.print(f"[red]Error:[/] {escape(str(error))}", highlight=False)
-        return 1
-    if args.json:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
-    else:
-        _print_checkpoint(summary, out)
-    return 0
-
-
-def _print_checkpoint(summary: dict[str, Any], out: Console) -> None:
-    metadata = summary["metadata"] or {}
-    facts = Table.grid(padding=(0, 2))
-    facts.add_column(style="bold")
-    facts.add_column()
-    facts.add_row("Checkpoint", summary["checkpoint"])
-    facts.add_row("Query id", str(metadata.get("id", "(metadata missing)")))
-    facts.add_row("Source", str(metadata.get("source", "?")))
-    facts.add_row("Sink", str(metadata.get("sink", "?")))
-    facts.add_row("Created", str(metadata.get("createdAt", "?")))
-    facts.add_row("Lock", _lock_text(summary))
-    state = summary["state"]
-    facts.add_row(
-        "State files",
-        f"sources/0: {len(state['sources/0'])}, sink: {len(state['sink'])}",
-    )
-    out.print(facts, highlight=False)
-    batches = summary["batches"]
-    if not batches:
-        out.print("\nNo batch has been logged yet.", highlight=False)
-        return
-    table = Table(title=f"Batches ({len(batches)} in the log)", title_justify="left")
-    table.add_column("Batch", justify="right")
-    table.add_column("Timestamp", no_wrap=True)
-    table.add_column("Start offset", overflow="fold")
-    table.add_column("End offset", overflow="fold")
-    table.add_column("Rows", justify="right")
-    table.add_column("Committed")
-    for batch in batches:
-        rows = batch["numInputRows"]
-        table.add_row(
-            str(batch["batchId"]),
-            batch["timestamp"],
-            escape(_compact(batch["start"])),
-            escape(_compact(batch["end"])),
-            "" if rows is None else str(rows),
-            "yes" if batch["committed"] else "[yellow]no[/]",
-        )
-    out.print()
-    out.print(table)
-    rerun = summary["rerunOnRestart"]
-    if rerun is not None:
-        out.print(
-            f"Batch {rerun} was logged but not committed: the next run re-runs it with the same "
-            "offsets and batch id.",
-            highlight=False,
-        )
-    gaps = [batch["batchId"] for batch in batches if not batch["committed"]]
-    if [gap for gap in gaps if gap != rerun]:
-        out.print(
-            f"Batches {', '.join(str(gap) for gap in gaps if gap != rerun)} have no commit entry "
-            "but later batches do; they will not be re-run.",
-            highlight=False,
-        )
-
-
-def _lock_text(summary: dict[str, Any]) -> str:
-    lock = summary["lock"]
-    if not isinstance(lock, dict):
-        return "free"
-    holder = summary["lockHolder"]
-    if holder:
-        return f"held by {holder}"
-    return (
-        f"stale (left by pid {lock.get('pid')} on {lock.get('host')}, which no longer runs it); "
-        "the next run takes it over"
-    )
-
-
-def _compact(value: Any) -> str:
-    return "-" if value is None else json.dumps(value, separators=(",", ":"))
 
 
 # -- demo --------------------------------------------------------------------------------

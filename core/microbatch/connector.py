@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
+from ._identity import identity_of
 from .options import Options, OptionSpec
 
 if TYPE_CHECKING:
@@ -175,6 +176,10 @@ class SinkContext:
     session: Any = None
     checkpoint_is_temporary: bool = False
     """True when the user gave no checkpoint: batch ids then restart at 0 on every start."""
+    last_committed_batch_id: int | None = None
+    """The newest batch id in the checkpoint's commit log; ``None`` when no batch was ever
+    committed (a new checkpoint). A sink that keeps its own record of committed batches can
+    check that it agrees with this."""
     extras: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -189,6 +194,19 @@ class _Connector:
     def describe(self) -> str:
         """The description shown in progress records (``RateSource[rowsPerSecond=5]``)."""
         return f"{type(self).__name__}"
+
+    @classmethod
+    def identity(cls, options: Options) -> dict[str, Any]:
+        """What this connector reads or writes with these (validated) options: a JSON-able dict
+        recorded in the checkpoint's metadata on the first start and compared on every later
+        one. A start whose identity differs is refused with a ``CheckpointMismatchError``,
+        since the checkpoint's offsets and commits describe another input or output.
+
+        The default holds ``format`` (the format name), the ``path`` option when declared (as
+        an absolute path or URL) and every option declared with ``Option(identity=True)``;
+        secret options are never part of it. Override it to add what the options do not say.
+        """
+        return identity_of(cls.format_name, cls.options, options)
 
 
 class Source(_Connector, ABC):

@@ -26,10 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ._redact import describe_error
 from .checkpoint import BatchEntry, Checkpoint
 from .connector import Offset, ReadAllAvailable, ReadLimit, Sink, Source, part_scope
 from .errors import SchemaMismatchError
-from .options import scrub
 from .progress import StreamingQueryProgress, iso_timestamp
 from .transforms import Pipeline
 from .triggers import AvailableNow, Once, Trigger
@@ -46,8 +46,8 @@ class EngineSettings:
     polling_delay: float = 0.01
     idle_progress_interval: float = 10.0
     max_workers: int = 2
-    secrets: tuple[str, ...] = ()
-    """Option values to keep out of log messages."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Option values to keep out of log messages (never in this object's ``repr``)."""
 
 
 @dataclass
@@ -328,7 +328,7 @@ class MicroBatchEngine:
             log.error(
                 "abort of batch %d failed (it will be re-run on restart): %s",
                 batch_id,
-                scrub(f"{type(error).__name__}: {error}", self.settings.secrets),
+                describe_error(error, self.settings.secrets),
             )
 
     def _transformed(self, split: Any, index: int, counts: _Counts) -> Iterator[pa.RecordBatch]:

@@ -16,12 +16,16 @@
     ├── SchemaMismatchError           a source produced batches that differ from its schema
     ├── TransformError                a transform failed on a batch
     ├── SourceError / SinkError       a connector failed while reading or writing
-    └── StreamingQueryException       a query terminated with an error; ``cause`` holds it
+    ├── StreamingQueryException       a query terminated with an error; ``cause`` holds it
+    └── QueryStopTimeoutError         ``stop(timeout=...)`` ran out while a batch still ran
+                                      (also a ``TimeoutError``)
 
 Every message says what was wrong, where, and what to do about it.
 """
 
 from __future__ import annotations
+
+from ._redact import safe_str
 
 __all__ = [
     "CheckpointError",
@@ -32,6 +36,7 @@ __all__ = [
     "MicrobatchError",
     "OptionError",
     "PluginLoadError",
+    "QueryStopTimeoutError",
     "SchemaError",
     "SchemaMismatchError",
     "SinkError",
@@ -80,7 +85,8 @@ class CheckpointInUseError(CheckpointError):
 
 
 class CheckpointMismatchError(CheckpointError):
-    """The checkpoint was written by a query with a different source."""
+    """The checkpoint was written by a query with a different source or sink (another format,
+    location or identity option)."""
 
 
 class CorruptCheckpointError(CheckpointError):
@@ -110,7 +116,10 @@ class SinkError(MicrobatchError):
 class StreamingQueryException(MicrobatchError):
     """A streaming query terminated with an error.
 
-    ``cause`` is the original exception; ``query_id`` and ``run_id`` identify the run.
+    ``cause`` is the error that ended the query, also linked as ``__cause__`` so that a printed
+    traceback shows where it was raised; ``query_id`` and ``run_id`` identify the run. When the
+    error (or anything in its chain) shows the value of a secret option, ``cause`` is a redacted
+    copy of the same class instead of the original (see :mod:`microbatch._redact`).
     """
 
     def __init__(self, *, query_id: str, run_id: str, cause: BaseException) -> None:
@@ -119,5 +128,19 @@ class StreamingQueryException(MicrobatchError):
         self.cause = cause
         super().__init__(
             f"Query [id = {query_id}, run_id = {run_id}] terminated with exception: "
-            f"{type(cause).__name__}: {cause}"
+            f"{type(cause).__name__}: {safe_str(cause)}"
         )
+        self.__cause__ = cause
+
+
+class QueryStopTimeoutError(MicrobatchError, TimeoutError):
+    """``StreamingQuery.stop(timeout=...)`` returned before the query's thread ended.
+
+    The stop request stands: the query stops once its running batch ends. ``query_id`` and
+    ``run_id`` identify the run.
+    """
+
+    def __init__(self, message: str, *, query_id: str, run_id: str) -> None:
+        super().__init__(message)
+        self.query_id = query_id
+        self.run_id = run_id

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
+from ._redact import REDACTED, redactor
 from .durations import parse_duration
 from .errors import OptionError
 
@@ -31,7 +32,6 @@ __all__ = [
 ]
 
 OptionType = Literal["string", "int", "float", "bool", "duration", "list", "json", "object"]
-REDACTED = "*********(redacted)"
 # Passthrough option names containing any of these are treated as secrets.
 _SECRET_WORDS = (
     "password",
@@ -70,6 +70,9 @@ class Option:
     ``.option(k, "10")`` are converted (``"true"``/``"false"`` for bool, ``"10 seconds"`` for a
     duration, ``"a,b"`` for a list). ``object`` accepts any Python value (a callable, say) and is
     never shown. ``minimum``/``maximum`` bound numbers; ``choices`` are matched case-insensitively.
+    ``identity`` marks an option whose value says *what* is read or written (a topic, a table):
+    it is recorded in the checkpoint and a query started with another value is refused (see
+    ``Source.identity``).
     """
 
     name: str
@@ -79,6 +82,7 @@ class Option:
     choices: tuple[str, ...] | None = None
     doc: str = ""
     secret: bool = False
+    identity: bool = False
     minimum: float | None = None
     maximum: float | None = None
 
@@ -242,17 +246,12 @@ class Options(Mapping[str, Any]):
 
     def secret_values(self) -> list[str]:
         """Non-empty string forms of secret values, for :func:`scrub`."""
-        found = [
-            str(value)
-            for name, value in self._values.items()
-            if self._spec[name].secret and value not in (None, "")
-        ]
-        found += [
-            str(value)
+        values = [value for name, value in self._values.items() if self._spec[name].secret] + [
+            value
             for key, value in self.passthrough.items()
-            if self._spec.is_secret_passthrough(key) and value not in (None, "")
+            if self._spec.is_secret_passthrough(key)
         ]
-        return found
+        return [text for value in values if value is not None for text in _secret_texts(value)]
 
     def __repr__(self) -> str:
         body = ", ".join(f"{name}={value}" for name, value in self.redacted().items())
@@ -353,18 +352,30 @@ class OptionSpec:
         return f"unknown option '{name}'{hint}; known options: {known}"
 
 
-def redact_error(error: BaseException, secrets: list[str]) -> BaseException:
-    """``error`` with every secret removed from its message (changed in place, returned)."""
-    message = str(error)
-    cleaned = scrub(message, secrets)
-    if cleaned != message:
-        error.args = (cleaned,)
-    return error
+def _secret_texts(value: Any) -> list[str]:
+    """The text forms a secret value may be printed in (bytes: decoded both ways)."""
+    if isinstance(value, bytes | bytearray):
+        forms = {bytes(value).decode("latin-1"), bytes(value).decode("utf-8", "replace")}
+        return sorted(form for form in forms if form)
+    text = str(value)
+    return [text] if text else []
+
+
+def redact_error(error: BaseException, secrets: list[str] | tuple[str, ...]) -> BaseException:
+    """``error`` if no part of its chain shows a secret, else a redacted copy of the chain.
+
+    The copy is an instance of a subclass of ``error``'s class (same name and module) whose
+    message, ``repr``, notes, causes and contexts carry no secret, and which keeps the original
+    traceback; see :mod:`microbatch._redact`. Raise the result *outside* the ``except`` block
+    that caught ``error``, or Python links the unredacted original as its ``__context__``.
+    """
+    return redactor(secrets).error(error)
 
 
 def scrub(text: str, secrets: list[str] | tuple[str, ...]) -> str:
-    """``text`` with every occurrence of each secret replaced by a redaction marker."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= 3:
-            text = text.replace(secret, REDACTED)
-    return text
+    """``text`` with every occurrence of each secret replaced by a redaction marker.
+
+    Escaped forms count too (``repr``/JSON escapes, URL-encoding); a secret shorter than 3
+    characters is replaced only where it stands as a whole token (see :mod:`microbatch._redact`).
+    """
+    return redactor(secrets).text(text)

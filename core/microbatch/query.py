@@ -10,8 +10,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError, StreamingQueryException
-from .options import scrub
+from ._redact import redactor
+from .errors import ConfigurationError, QueryStopTimeoutError, StreamingQueryException
 from .progress import (
     QueryIdleEvent,
     QueryStartedEvent,
@@ -53,6 +53,7 @@ class StreamingQuery:
         self._manager = manager
         self._explain_lines = explain_lines
         self._secrets = secrets
+        self._redactor = redactor(secrets)
         self._on_end = on_end
         self._engine: MicroBatchEngine | None = None
         self._thread: threading.Thread | None = None
@@ -120,15 +121,33 @@ class StreamingQuery:
         if self._exception is not None:
             raise self._exception
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
         """Stop the query and wait for its thread to finish (idempotent).
 
         A batch in progress completes first, so a stop never leaves a half-applied batch.
+        ``timeout`` (seconds, like Spark's ``spark.sql.streaming.stopTimeout``) bounds the
+        wait: when the query's thread still runs then (a batch that does not finish, a sink
+        that hangs), :class:`~microbatch.errors.QueryStopTimeoutError` is raised. The stop
+        request stands and the query stops, with its checkpoint intact, once the batch ends;
+        call ``stop()`` or ``await_termination()`` again to wait for that. Without a timeout,
+        ``stop()`` waits as long as the batch takes.
         """
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError(f"timeout must be positive, got {timeout}")
         if self._engine is not None:
             self._engine.request_stop()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        if self._thread is None or self._thread is threading.current_thread():
+            return
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise QueryStopTimeoutError(
+                f"Query [id = {self.id}, run_id = {self.run_id}] did not stop within "
+                f"{timeout:g} s: {self._status['message']!s}. The stop request stands: the "
+                "query stops once its running batch ends (its checkpoint stays consistent); "
+                "call stop() or await_termination() to wait for it.",
+                query_id=self.id,
+                run_id=self.run_id,
+            )
 
     def explain(self, extended: bool = False) -> None:
         """Print the query's plan: source, transforms, sink (with options when ``extended``)."""
@@ -137,7 +156,7 @@ class StreamingQuery:
             if extended
             else [line for line in self._explain_lines if not line.startswith("    option ")]
         )
-        print("\n".join(lines))
+        print("\n".join(self._redactor.text(line) for line in lines))
 
     def _refuse_on_query_thread(self, method: str) -> None:
         if self._thread is threading.current_thread():
@@ -167,13 +186,16 @@ class StreamingQuery:
             self._set_status("Stopped", False, False)
         except BaseException as error:
             failed = True
-            self._exception = StreamingQueryException(
-                query_id=self.id, run_id=self.run_id, cause=error
+            # The whole chain is redacted (messages, notes, causes, frame locals), not only the
+            # message: users, listeners and logs see the same cleaned error.
+            exception = StreamingQueryException(
+                query_id=self.id, run_id=self.run_id, cause=self._redactor.error(error)
             )
-            message = scrub(str(self._exception), self._secrets)
-            self._exception.args = (message,)
+            message = self._redactor.text(str(exception))
+            exception.args = (message,)
+            self._exception = exception
             self._set_status(f"Terminated with exception: {message}", False, False)
-            log.error("%s", message, exc_info=not isinstance(error, Exception))
+            log.error("%s", message, exc_info=exception)
         finally:
             try:
                 self._on_end(failed)
@@ -183,13 +205,16 @@ class StreamingQuery:
                 self._manager._announce_termination(self)
 
     def _set_status(self, message: str, data: bool, active: bool) -> None:
+        message = self._redactor.text(message)
         self._status = {"message": message, "isDataAvailable": data, "isTriggerActive": active}
 
     def _record(self, progress: StreamingQueryProgress) -> None:
+        progress = self._redactor.value(progress)
         self._recent.append(progress)
         self._manager._post_progress(progress)
 
     def _record_idle(self, progress: StreamingQueryProgress) -> None:
+        progress = self._redactor.value(progress)
         self._recent.append(progress)
         self._manager._post_idle(
             QueryIdleEvent(id=self.id, run_id=self.run_id, timestamp=progress["timestamp"]),

@@ -98,6 +98,7 @@ class _ReaderBase:
             raw["path"] = path
         cls: Any = info.cls
         options = cls.options.parse(raw, connector=info.format_name)
+        del raw  # raw secret values: keep them out of this frame's locals in a traceback
         rule = cls.user_schema
         if self._schema is not None and rule == "forbidden":
             raise SchemaError(
@@ -119,11 +120,17 @@ class _ReaderBase:
         if self._schema is None and rule != "forbidden":
             # Infer (or read) the schema once, now, so that a query started later uses the
             # same one and a source that cannot tell its schema fails here, not at start().
-            probe = spec.build(self._session, streaming=self._streaming)
             try:
-                spec = SourceSpec(info=info, options=options, schema=probe.schema)
-            finally:
-                probe.stop()
+                probe = spec.build(self._session, streaming=self._streaming)
+                try:
+                    return SourceSpec(info=info, options=options, schema=probe.schema)
+                finally:
+                    probe.stop()
+            except BaseException as error:
+                failure = redact_error(error, options.secret_values())
+                if failure is error:
+                    raise
+            raise failure  # outside the except block: no unredacted __context__
         return spec
 
 
@@ -153,7 +160,10 @@ class DataReader(_ReaderBase):
         try:
             return self._read_all(spec)
         except BaseException as error:
-            raise redact_error(error, spec.options.secret_values()) from None
+            failure = redact_error(error, spec.options.secret_values())
+            if failure is error:
+                raise
+        raise failure  # outside the except block: no unredacted __context__
 
     def _read_all(self, spec: SourceSpec) -> pa.Table:
         source = spec.build(self._session, streaming=False)

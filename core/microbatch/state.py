@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import uuid
 from typing import Any
 
@@ -18,6 +19,9 @@ from fsspec.implementations.local import LocalFileSystem
 from .errors import CorruptCheckpointError
 
 __all__ = ["StateStore"]
+
+_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")
+"""The name of a temporary file of :meth:`StateStore.write`: ``.<name>.<uuid hex>.tmp``."""
 
 
 class StateStore:
@@ -52,14 +56,38 @@ class StateStore:
     def exists(self, name: str) -> bool:
         return bool(self.fs.exists(self.location(name)))
 
-    def names(self) -> list[str]:
-        """Names of the files in this folder (temporary files excluded), unsorted."""
+    def names(self, *, hidden: bool = False) -> list[str]:
+        """Names of the files in this folder, unsorted; names starting with ``.`` (temporary
+        files and other bookkeeping) only when ``hidden``."""
         try:
             entries = self.fs.ls(self.path, detail=False)
         except FileNotFoundError:
             return []
         names = (str(entry).rstrip("/").rsplit("/", 1)[-1] for entry in entries)
-        return [name for name in names if not name.startswith(".")]
+        return [name for name in names if hidden or not name.startswith(".")]
+
+    def sweep_temporary(self) -> int:
+        """Remove the temporary files (``.<name>.<32 hex>.tmp``) that writes of this store
+        left behind when their process was killed; return how many were removed.
+
+        Only call it while no other process writes to this folder (for a checkpoint: once its
+        lock is taken), since it cannot tell a killed write from one in progress.
+        """
+        removed = 0
+        for name in self.names(hidden=True):
+            if _TEMPORARY.fullmatch(name):
+                self.delete(name)
+                removed += 1
+        return removed
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """The raw content stored under ``name``, or ``None`` when there is no such file."""
+        try:
+            with self.fs.open(self.location(name), "rb") as handle:
+                data: bytes = handle.read()
+        except FileNotFoundError:
+            return None
+        return data
 
     def read(self, name: str) -> Any | None:
         """The JSON value stored under ``name``, or ``None`` when there is no such file.

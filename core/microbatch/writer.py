@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ._redact import describe_error
 from .checkpoint import Checkpoint
 from .connector import OutputMode, Sink, SinkContext
 from .engine import EngineSettings, MicroBatchEngine
@@ -131,6 +132,7 @@ class DataStreamWriter:
                 )
             raw["path"] = path
         sink_options = sink_class.options.parse(raw, connector=info.format_name)
+        del raw  # raw secret values: keep them out of this frame's locals in a traceback
         session.streams._check_name(self._name)
         location, temporary = self._checkpoint_location(location, sink_class)
         checkpoint = Checkpoint(
@@ -142,13 +144,21 @@ class DataStreamWriter:
         run_id = str(uuid.uuid4())
         checkpoint.acquire(run_id)
         try:
+            checkpoint.sweep_temporary()
             return self._launch(checkpoint, run_id, info.format_name, sink_options, temporary)
         except BaseException as error:
             checkpoint.release()
             if temporary:
                 shutil.rmtree(location, ignore_errors=True)
-            secrets = self._frame.source_spec.options.secret_values()
-            raise redact_error(error, secrets + sink_options.secret_values()) from None
+            failure = redact_error(
+                error,
+                self._frame.source_spec.options.secret_values() + sink_options.secret_values(),
+            )
+            if failure is error:
+                raise
+        # A redacted copy is raised outside the except block: inside it, Python would link the
+        # unredacted original as the copy's __context__.
+        raise failure
 
     def _checkpoint_location(self, given: Any, sink_class: Any) -> tuple[str, bool]:
         """Where the checkpoint lives, and whether it is a temporary one."""
@@ -191,8 +201,8 @@ class DataStreamWriter:
                 except Exception as error:
                     log.error(
                         "stopping %s failed (ignored): %s",
-                        part.describe(),
-                        scrub(f"{type(error).__name__}: {error}", secrets),
+                        scrub(part.describe(), secrets),
+                        describe_error(error, secrets),
                     )
             checkpoint.release()
             if temporary and (not failed or session.conf.get("forceDeleteTempCheckpointLocation")):
@@ -211,9 +221,17 @@ class DataStreamWriter:
                     "query gives no exactly-once guarantee (data may be lost on failure)",
                     spec.format_name,
                 )
-            metadata = checkpoint.open(source=spec.format_name, sink=sink_format)
-            query_id = metadata["id"]
             sink_class: Any = session.registry.find("sink", sink_format).cls
+            metadata = checkpoint.open(
+                source=spec.format_name,
+                sink=sink_format,
+                identity={
+                    "source": type(source).identity(spec.options),
+                    "sink": sink_class.identity(sink_options),
+                },
+            )
+            checkpoint.check_logs()
+            query_id = metadata["id"]
             sink: Sink = sink_class(
                 SinkContext(
                     options=sink_options,
@@ -225,6 +243,7 @@ class DataStreamWriter:
                     state=checkpoint.sink_state(),
                     session=session,
                     checkpoint_is_temporary=temporary,
+                    last_committed_batch_id=checkpoint.last_committed_batch_id(),
                 )
             )
             parts.append(sink)

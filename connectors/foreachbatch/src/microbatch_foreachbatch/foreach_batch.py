@@ -12,6 +12,7 @@ from microbatch.errors import ConfigurationError
 from microbatch.options import Option, OptionSpec
 
 from ._callables import check_arguments, describe_callable
+from .ledger import sink_call
 
 __all__ = ["ForeachBatchSink"]
 
@@ -59,7 +60,8 @@ class ForeachBatchSink(BatchSink):
         self.function: Callable[[pa.Table, int], Any] = function
 
     def add_batch(self, batch_id: int, table: pa.Table) -> None:
-        self.function(table, batch_id)
+        with sink_call(self.context):
+            self.function(table, batch_id)
 
     def describe(self) -> str:
         return f"ForeachBatchSink[{describe_callable(self.function)}]"

@@ -18,20 +18,42 @@ the driver module's ``paramstyle``.
 
 Batch ids restart from 0 with a new checkpoint: give the query a ``checkpointLocation`` and use
 a ``key`` of its own for each checkpoint (or :meth:`BatchLedger.reset` the key when the
-checkpoint is deleted), or new batches would be taken for applied ones and skipped.
+checkpoint is deleted), or new batches would be taken for applied ones and skipped. A ledger
+used inside the function of a query that has no ``checkpointLocation`` (a temporary checkpoint,
+new on every start) therefore raises ``ConfigurationError`` instead of skipping rows.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from microbatch.connector import SinkContext
 from microbatch.errors import ConfigurationError
 
-__all__ = ["LEDGER_TABLE", "BatchLedger", "detect_paramstyle"]
+__all__ = ["LEDGER_TABLE", "BatchLedger", "detect_paramstyle", "sink_call"]
+
+_SINK: contextvars.ContextVar[SinkContext | None] = contextvars.ContextVar(
+    "microbatch_ledger_sink", default=None
+)
+
+
+@contextlib.contextmanager
+def sink_call(context: SinkContext) -> Iterator[None]:
+    """Run the block as a call of the user function of the sink built with ``context`` (the
+    ``foreachBatch`` sink wraps each call in it), so that a :class:`BatchLedger` used inside
+    can check that the query's batch ids survive a restart."""
+    token = _SINK.set(context)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
 
 LEDGER_TABLE = "microbatch_ledger"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -66,8 +88,9 @@ class BatchLedger:
                 f"BatchLedger table name {table!r} is not a plain SQL identifier "
                 "(letters, digits and underscores, optionally 'schema.table')"
             )
-        self.connection = connection
         self.key = key
+        self._require_checkpoint()
+        self.connection = connection
         self.table = table
         self.paramstyle = paramstyle or detect_paramstyle(connection)
         if self.paramstyle not in _PARAMSTYLES:
@@ -135,6 +158,7 @@ class BatchLedger:
         whatever the connection holds.
         """
         _check_batch_id(batch_id)
+        self._require_checkpoint()
         self._require_transactions()
         if self.is_applied(batch_id):
             self.connection.rollback()  # ends the read transaction some drivers opened
@@ -164,6 +188,21 @@ class BatchLedger:
             f"DELETE FROM {self.table} WHERE query_key = {{}}", (("query_key", self.key),)
         )
         self.connection.commit()
+
+    def _require_checkpoint(self) -> None:
+        """Refuse use inside a query whose checkpoint is temporary: its batch ids restart at 0
+        on every start, so new batches would be taken for applied ones and skipped."""
+        context = _SINK.get()
+        if context is None or not context.checkpoint_is_temporary:
+            return
+        query = f" {context.query_name!r}" if context.query_name else ""
+        raise ConfigurationError(
+            f"BatchLedger(key={self.key!r}) is used by query{query}, which has no "
+            "checkpointLocation: its batch ids start again at 0 on every start, so the ledger "
+            "would take new batches for applied ones and skip their rows. Give the query a "
+            'checkpointLocation (.option("checkpointLocation", ...) or the session conf '
+            "checkpointLocation), with a ledger key of its own."
+        )
 
     def _require_transactions(self) -> None:
         autocommit = getattr(self.connection, "autocommit", None) is True

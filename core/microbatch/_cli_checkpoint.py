@@ -1,0 +1,205 @@
+"""The ``microbatch checkpoint`` commands: ``inspect`` and ``forget-identity``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .errors import CheckpointError, MicrobatchError
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+
+__all__ = ["cmd_checkpoint_forget_identity", "cmd_checkpoint_inspect", "inspect_checkpoint"]
+
+
+def inspect_checkpoint(location: str) -> dict[str, Any]:
+    """A JSON-able summary of the checkpoint at ``location``.
+
+    Raises :class:`~microbatch.errors.CheckpointError` when there is no checkpoint there and
+    :class:`~microbatch.errors.CorruptCheckpointError` naming a file that cannot be read.
+    """
+    from .checkpoint import Checkpoint
+    from .progress import iso_timestamp
+
+    checkpoint = Checkpoint(location)
+    root = checkpoint.root
+    if not root.fs.exists(root.path):
+        raise CheckpointError(f"No checkpoint at {location}: the folder does not exist.")
+    if root.fs.isfile(root.path):
+        raise CheckpointError(f"{location} is a file, not a checkpoint folder.")
+    metadata = checkpoint.metadata()
+    offset_ids = checkpoint.batch_ids(checkpoint.offsets)
+    commit_ids = checkpoint.batch_ids(checkpoint.commits)
+    if metadata is None and not offset_ids and not commit_ids:
+        raise CheckpointError(
+            f"{location} is not a checkpoint: it has no metadata file and no offset or commit log."
+        )
+    checkpoint.latest_offsets()  # checks that the offset log is contiguous at its end
+    batches = []
+    for batch_id in offset_ids:
+        entry = checkpoint.read_offsets(batch_id)
+        committed = checkpoint.is_committed(batch_id)
+        commit = checkpoint.commits.read(str(batch_id)) if committed else None
+        batches.append(
+            {
+                "batchId": batch_id,
+                "batchTimestampMs": entry.timestamp_ms,
+                "timestamp": iso_timestamp(entry.timestamp_ms / 1000),
+                "start": entry.start,
+                "end": entry.end,
+                "committed": committed,
+                "numInputRows": commit.get("numInputRows") if isinstance(commit, dict) else None,
+            }
+        )
+    pending = [batch["batchId"] for batch in batches if not batch["committed"]]
+    return {
+        "checkpoint": checkpoint.url,
+        "metadata": metadata,
+        "lock": root.read("lock"),
+        "lockHolder": _lock_holder(checkpoint),
+        "batches": batches,
+        "commitsWithoutOffsets": sorted(set(commit_ids) - set(offset_ids)),
+        "rerunOnRestart": pending[-1] if pending and pending[-1] == offset_ids[-1] else None,
+        "state": {
+            "sources/0": sorted(checkpoint.source_state(0).names()),
+            "sink": sorted(checkpoint.sink_state().names()),
+        },
+    }
+
+
+def _lock_holder(checkpoint: Checkpoint) -> str | None:
+    """Who holds the checkpoint's lock, or ``None`` when it is free or the lock is stale."""
+    if not checkpoint.root.exists("lock"):
+        return None
+    return checkpoint.lock_holder()
+
+
+def cmd_checkpoint_inspect(args: argparse.Namespace, out: Console, err: Console) -> int:
+    try:
+        summary = inspect_checkpoint(args.location)
+    except MicrobatchError as error:
+        err.print(f"[red]Error:[/] {escape(str(error))}", highlight=False)
+        return 1
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        _print_checkpoint(summary, out)
+    return 0
+
+
+def cmd_checkpoint_forget_identity(args: argparse.Namespace, out: Console, err: Console) -> int:
+    from .checkpoint import Checkpoint
+
+    sides = tuple(side for side in ("source", "sink") if getattr(args, side)) or (
+        "source",
+        "sink",
+    )
+    try:
+        checkpoint = Checkpoint(args.location)
+        if not checkpoint.root.fs.isdir(checkpoint.root.path):
+            raise CheckpointError(f"No checkpoint at {args.location}: the folder does not exist.")
+        forgotten = checkpoint.forget_identity(sides)
+    except MicrobatchError as error:
+        err.print(f"[red]Error:[/] {escape(str(error))}", highlight=False)
+        return 1
+    if forgotten:
+        names = " and ".join(forgotten)
+        out.print(
+            f"Forgot the {names} identity of {escape(args.location)}: the next start records "
+            "the query's current one.",
+            highlight=False,
+        )
+    else:
+        out.print(
+            f"{escape(args.location)} records no {' or '.join(sides)} identity: nothing to do.",
+            highlight=False,
+        )
+    return 0
+
+
+def _print_checkpoint(summary: dict[str, Any], out: Console) -> None:
+    metadata = summary["metadata"] or {}
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    facts.add_row("Checkpoint", summary["checkpoint"])
+    facts.add_row("Query id", str(metadata.get("id", "(metadata missing)")))
+    facts.add_row("Source", str(metadata.get("source", "?")))
+    facts.add_row("Sink", str(metadata.get("sink", "?")))
+    identity = metadata.get("identity")
+    for side, label in (("source", "Reads"), ("sink", "Writes")):
+        if isinstance(identity, dict) and isinstance(identity.get(side), dict):
+            shown = ", ".join(
+                f"{key}={value}" for key, value in identity[side].items() if key != "format"
+            )
+            if shown:
+                facts.add_row(label, escape(shown))
+    facts.add_row("Created", str(metadata.get("createdAt", "?")))
+    facts.add_row("Lock", _lock_text(summary))
+    state = summary["state"]
+    facts.add_row(
+        "State files",
+        f"sources/0: {len(state['sources/0'])}, sink: {len(state['sink'])}",
+    )
+    out.print(facts, highlight=False)
+    batches = summary["batches"]
+    if not batches:
+        out.print("\nNo batch has been logged yet.", highlight=False)
+        return
+    table = Table(title=f"Batches ({len(batches)} in the log)", title_justify="left")
+    table.add_column("Batch", justify="right")
+    table.add_column("Timestamp", no_wrap=True)
+    table.add_column("Start offset", overflow="fold")
+    table.add_column("End offset", overflow="fold")
+    table.add_column("Rows", justify="right")
+    table.add_column("Committed")
+    for batch in batches:
+        rows = batch["numInputRows"]
+        table.add_row(
+            str(batch["batchId"]),
+            batch["timestamp"],
+            escape(_compact(batch["start"])),
+            escape(_compact(batch["end"])),
+            "" if rows is None else str(rows),
+            "yes" if batch["committed"] else "[yellow]no[/]",
+        )
+    out.print()
+    out.print(table)
+    rerun = summary["rerunOnRestart"]
+    if rerun is not None:
+        out.print(
+            f"Batch {rerun} was logged but not committed: the next run re-runs it with the same "
+            "offsets and batch id.",
+            highlight=False,
+        )
+    gaps = [batch["batchId"] for batch in batches if not batch["committed"]]
+    if [gap for gap in gaps if gap != rerun]:
+        out.print(
+            f"Batches {', '.join(str(gap) for gap in gaps if gap != rerun)} have no commit entry "
+            "but later batches do; they will not be re-run.",
+            highlight=False,
+        )
+
+
+def _lock_text(summary: dict[str, Any]) -> str:
+    lock = summary["lock"]
+    if not isinstance(lock, dict):
+        return "free"
+    holder = summary["lockHolder"]
+    if holder:
+        return f"held by {holder}"
+    return (
+        f"stale (left by pid {lock.get('pid')} on {lock.get('host')}, which no longer runs it); "
+        "the next run takes it over"
+    )
+
+
+def _compact(value: Any) -> str:
+    return "-" if value is None else json.dumps(value, separators=(",", ":"))

@@ -56,12 +56,14 @@ def test_commit_is_create_exclusive(manifest: Manifest) -> None:
 
 
 def test_compaction_keeps_every_entry_and_removes_old_files(manifest: Manifest) -> None:
+    # retention 0: superseded plain entries go at once; the compact before the newest stays
+    manifest = Manifest(manifest.fs, manifest.root, retention=0)
     for batch_id in range(25):
         assert manifest.commit(batch_id, entry_files(batch_id))
     names = sorted(
         str(name).rsplit("/", 1)[-1] for name in manifest.fs.ls(manifest.path, detail=False)
     )
-    assert names == ["19.compact", "20", "21", "22", "23", "24"]
+    assert names == ["19.compact", "20", "21", "22", "23", "24", "9.compact"]
     assert manifest.latest_batch_id() == 24
     assert all(manifest.has_batch(b) for b in range(25))
     assert not manifest.has_batch(25)

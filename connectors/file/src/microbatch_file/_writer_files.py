@@ -22,6 +22,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from ._writer_formats import FileFormat, OpenFile
+from .manifest import METADATA_DIR
 from .sink_partitions import split_by_partition
 
 __all__ = ["PART_FILE", "OutputFolder", "PartWriter", "WriterLimits"]
@@ -83,7 +84,8 @@ class OutputFolder:
                 self.fs.rm_file(path)
 
     def data_files(self, batch_id: int) -> list[str]:
-        """Relative paths of the data files named with ``batch_id``, committed or not."""
+        """Relative paths of the data files named with ``batch_id``, committed or not, in
+        partition folders of any depth and name (only the manifest folder is left out)."""
         try:
             found = self.fs.find(self.root)
         except FileNotFoundError:
@@ -94,7 +96,11 @@ class OutputFolder:
             relative = str(path)[prefix:]
             name = relative.rsplit("/", 1)[-1]
             match = PART_FILE.match(name)
-            if match and int(match.group("batch")) == batch_id and not relative.startswith("_"):
+            if (
+                match
+                and int(match.group("batch")) == batch_id
+                and not relative.startswith(f"{METADATA_DIR}/")
+            ):
                 result.append(relative)
         return result
 

@@ -4,6 +4,12 @@ Names and values are escaped as Hive and Spark do (``%`` followed by two upper-c
 for ``/``, ``\\``, ``=``, ``%``, ``:``, control characters and a few more), so no value can
 name a folder outside the output folder. A null or empty value becomes
 ``__HIVE_DEFAULT_PARTITION__``.
+
+Two rules keep every folder readable: a partition column's name may not start with ``_`` or
+``.`` (readers skip such hidden folders, so its rows would vanish), refused at ``start()``; and
+one folder name ``<name>=<value>`` may not exceed :data:`MAX_SEGMENT_BYTES` (255, the
+``NAME_MAX`` of common filesystems) in UTF-8: a batch holding such a value fails with a
+:class:`PartitionValueTooLongError` before its folder is made.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from microbatch.errors import ConfigurationError
+from microbatch.errors import ConfigurationError, SinkError
 
 __all__ = [
     "DEFAULT_PARTITION",
+    "MAX_SEGMENT_BYTES",
+    "PartitionValueTooLongError",
     "check_partition_columns",
     "escape_path_name",
     "is_scalar_type",
@@ -34,6 +42,16 @@ __all__ = [
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 """The directory value standing for a null (or empty string) partition value."""
+
+MAX_SEGMENT_BYTES = 255
+"""Most bytes (UTF-8) of one partition folder name ``<name>=<value>``, escaped."""
+
+_HIDDEN_PREFIXES = ("_", ".")
+
+
+class PartitionValueTooLongError(SinkError):
+    """A partition value whose folder name would be longer than :data:`MAX_SEGMENT_BYTES`."""
+
 
 _ESCAPED = frozenset(
     [chr(code) for code in range(0x00, 0x20)]
@@ -127,6 +145,21 @@ def check_partition_columns(schema: pa.Schema, columns: Sequence[str], *, where:
             "one column must remain to be stored in the files"
         )
     for name in columns:
+        if name.startswith(_HIDDEN_PREFIXES):
+            raise ConfigurationError(
+                f"{where}: cannot use column {name!r} as a partition column: its folders "
+                f"({escape_path_name(name)}=...) would start with {name[0]!r}, and readers "
+                "(this connector, Spark, Hive, pyarrow) skip folders whose name starts with '_' "
+                "or '.' as hidden, so its rows would never be read. Rename the column first "
+                f"(e.g. with_column_renamed({name!r}, {name.lstrip('_./') or 'p'!r}))"
+            )
+        prefix = len(escape_path_name(name).encode()) + 1
+        if prefix + len(DEFAULT_PARTITION) > MAX_SEGMENT_BYTES:
+            raise ConfigurationError(
+                f"{where}: cannot use column {name[:40]!r}... as a partition column: its name "
+                f"takes {prefix} bytes of the {MAX_SEGMENT_BYTES} a folder name may have; "
+                "rename the column first"
+            )
         data_type = schema.field(name).type
         if not is_scalar_type(data_type):
             raise ConfigurationError(
@@ -146,7 +179,19 @@ def _rendered_keys(column: pa.Array) -> tuple[pa.Array, list[str | None]]:
 
 @functools.lru_cache(maxsize=8192)
 def _segment(name: str, value: str | None) -> str:
-    return partition_directory([(name, value)])
+    segment = partition_directory([(name, value)])
+    size = len(segment.encode())
+    if size > MAX_SEGMENT_BYTES:
+        assert value is not None  # the default partition always fits (checked at start)
+        raise PartitionValueTooLongError(
+            f"partition column {name!r} has a value too long for a folder name: the value "
+            f"starting {value[:40]!r} ({len(value)} characters) makes a folder name of {size} "
+            f"bytes, more than the {MAX_SEGMENT_BYTES} bytes filesystems allow. Nothing of the "
+            "batch is kept, and it fails the same way on every retry: shorten the column "
+            "before writing (for example with a transform that truncates or hashes it), or "
+            "partition by another column"
+        )
+    return segment
 
 
 def split_by_partition(

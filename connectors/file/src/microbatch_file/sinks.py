@@ -5,7 +5,9 @@ batch id and split index (``part-00007-00001-<uuid>.c000.snappy.parquet``), unde
 ``key=value/`` folders when the query is partitioned. ``commit`` then records the batch's files
 in the manifest log under ``<path>/_microbatch_metadata/``: a file becomes part of the output
 only when that entry exists. A replayed batch whose entry exists writes nothing; files left by
-a crashed attempt are never listed and are deleted by the next attempt.
+a crashed attempt are never listed and are deleted by the next attempt. On start the sink
+deletes temporary files of manifest writes a crash cut short, and checks that the manifest is
+whole and agrees with the checkpoint's commit log (a ``CorruptCheckpointError`` otherwise).
 
 Readers must go through the manifest (``session.read.format("parquet").load(path)`` does).
 """
@@ -34,7 +36,7 @@ from microbatch.errors import (
 from ._writer_files import OutputFolder, PartWriter, WriterLimits
 from ._writer_formats import TEXT_COMPRESSIONS, CsvFormat, FileFormat, JsonFormat, ParquetFormat
 from .manifest import Manifest
-from .sink_partitions import check_partition_columns
+from .sink_partitions import PartitionValueTooLongError, check_partition_columns
 
 __all__ = [
     "SINKS",
@@ -132,6 +134,15 @@ class FileSink(Sink):
         self.partition_by = partition_by
         fsync = bool(context.state is not None and context.state.fsync)
         self.manifest = Manifest(fs, self.root, fsync=fsync)
+        swept = self.manifest.sweep_temporary()
+        if swept:
+            log.info(
+                "%s: deleted %d temporary file(s) of manifest writes interrupted by a crash",
+                self.describe(),
+                swept,
+            )
+        # the log must be whole and agree with the checkpoint's commit log (None: new query)
+        self.manifest.verify(getattr(context, "last_committed_batch_id", None))
         self.folder = OutputFolder(fs, self.root, fsync=fsync)
         self.file_format = self.make_format()
         self.limits = self.make_limits()
@@ -181,6 +192,10 @@ class FileSink(Sink):
         )
         try:
             files = writer.write_all(data)
+        except PartitionValueTooLongError as error:
+            raise SinkError(
+                f"{self.describe()}: batch {batch_id} cannot be written: {error}"
+            ) from None
         except MicrobatchError:
             raise
         except OSError as error:

@@ -1,0 +1,40 @@
+"""Drives a json file sink as fast as it goes, for the tests of readers of its folder.
+
+Usage: python sink_fast_writer.py OUTPUT FIRST_BATCH STOP_FILE
+
+Writes batch after batch from FIRST_BATCH on (batch ``b`` holds the values ``3b .. 3b+2`` in
+column ``value``), each written and committed as the engine does, until STOP_FILE exists; then
+prints the id of the last committed batch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pyarrow as pa
+
+from microbatch import SinkContext
+from microbatch.connector import part_scope
+from microbatch_file.sinks import JsonFileSink
+
+SCHEMA = pa.schema([("value", pa.int64())])
+ROWS_PER_BATCH = 3
+
+
+def main(output: str, first_batch: int, stop_file: str) -> None:
+    options = JsonFileSink.options.parse({"path": output}, connector="json")
+    sink = JsonFileSink(SinkContext(options=options, schema=SCHEMA, query_id="fast-writer"))
+    batch_id = first_batch
+    while not os.path.exists(stop_file):
+        start = batch_id * ROWS_PER_BATCH
+        rows = pa.record_batch({"value": list(range(start, start + ROWS_PER_BATCH))}, SCHEMA)
+        with part_scope(0):
+            message = sink.write(batch_id, pa.RecordBatchReader.from_batches(SCHEMA, [rows]))
+        sink.commit(batch_id, [message])
+        batch_id += 1
+    print(batch_id - 1, flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])

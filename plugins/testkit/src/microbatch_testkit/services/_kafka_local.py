@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ._kafka import BROKER_SETTINGS, KafkaService
@@ -220,7 +220,33 @@ def java_problem(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random KRaft cluster id: 16 random bytes in base64url without padding (22 characters).
+
+    Never one that starts with ``-`` (about 1 draw in 64 would): a command line reads such an
+    id as an option. Kafka's own ``Uuid.randomUuid`` skips those ids for the same reason.
+    """
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not candidate.startswith("-"):
+            return candidate
+
+
+def _storage_format_command(
+    java_command: Sequence[str], cluster_id: str, config: Path
+) -> list[str]:
+    """The ``kafka-storage format`` command line for ``cluster_id`` and a server config.
+
+    The id is attached to its option (``--cluster-id=<id>``), so that no id, whatever its
+    first character, is read as an option of its own.
+    """
+    return [
+        *java_command,
+        "kafka.tools.StorageTool",
+        "format",
+        f"--cluster-id={cluster_id}",
+        "--config",
+        str(config),
+    ]
 
 
 class LocalKafka(KafkaService):
@@ -295,15 +321,9 @@ class LocalKafka(KafkaService):
         )
         (workdir / "log4j2.xml").write_text(_LOG4J2.format(log=workdir / "broker.log"))
         run_checked(
-            [
-                *self._java_command(),
-                "kafka.tools.StorageTool",
-                "format",
-                "--cluster-id",
-                _cluster_id(),
-                "--config",
-                str(workdir / "server.properties"),
-            ],
+            _storage_format_command(
+                self._java_command(), _cluster_id(), workdir / "server.properties"
+            ),
             what="formatting the Kafka storage folder (kafka-storage format)",
             log=workdir / "format.log",
             timeout=120,

@@ -1,0 +1,102 @@
+"""One pipeline of the torture run, run in a child process and killed at random.
+
+Usage: python pipeline.py KIND MODE WORKDIR
+
+KIND is ``parquet`` (JSON files -> parquet, partitioned by ``kind``), ``archive`` (the same
+with ``cleanSource=archive``) or ``chained`` (the parquet sink of ``parquet``, read through its
+manifest, -> another parquet sink). MODE is ``stream`` (run until killed; prints ``READY`` on
+stdout once the query has started) or ``drain`` (the available-now trigger: take everything
+there is, then exit 0). The crash hook of the testkit is armed, so ``MICROBATCH_CRASH_AT``
+kills the process at a batch phase. Any query failure exits non-zero with its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from pathlib import Path
+
+import microbatch as mb
+from microbatch_testkit import crash
+
+SCHEMA = "id BIGINT, file BIGINT, note STRING, kind STRING"
+DRAIN_TIMEOUT = 300.0
+
+
+def paths(workdir: Path, kind: str) -> dict[str, Path]:
+    """The folders of pipeline ``kind`` under the torture run's ``workdir``."""
+    base = workdir / kind
+    return {
+        "input": base / "in",
+        "output": base / "out",
+        "checkpoint": base / "checkpoint",
+        "archive": base / "archive",
+        "upstream": workdir / "parquet" / "out",
+    }
+
+
+def build(session: mb.Session, kind: str, folders: dict[str, Path], drain: bool) -> object:
+    """Start the query of pipeline ``kind``; return it."""
+    if kind == "chained":
+        reader = (
+            session.read_stream.format("parquet")
+            .schema(SCHEMA)
+            .option("maxFilesPerTrigger", 4)
+            .load(str(folders["upstream"]))
+        )
+    else:
+        reader = (
+            session.read_stream.format("json")
+            .schema(SCHEMA)
+            # one file per batch upstream of the chained query: many small commits, and a
+            # manifest compaction every ten of them, while the chained query reads
+            .option("maxFilesPerTrigger", 1 if kind == "parquet" else 2)
+        )
+        if kind == "archive":
+            reader = reader.option("cleanSource", "archive").option(
+                "sourceArchiveDir", str(folders["archive"])
+            )
+        reader = reader.load(str(folders["input"]))
+    writer = (
+        reader.write_stream.format("parquet")
+        .option("checkpointLocation", str(folders["checkpoint"]))
+        .option("maxRecordsPerFile", 25)
+    )
+    if kind != "chained":
+        writer = writer.partition_by("kind")
+    if drain:
+        writer = writer.trigger(available_now=True)
+    return writer.start(str(folders["output"]))
+
+
+def main(kind: str, mode: str, workdir: str) -> int:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    folders = paths(Path(workdir), kind)
+    session = mb.Session()
+    crash.arm(session)
+    query = build(session, kind, folders, drain=mode == "drain")
+    if mode == "stream":
+        print("READY", flush=True)
+        query.await_termination()  # type: ignore[attr-defined]
+        sys.stderr.write("TORTURE: a streaming query ended on its own\n")
+    else:
+        if not query.await_termination(DRAIN_TIMEOUT):  # type: ignore[attr-defined]
+            sys.stderr.write(f"TORTURE: the drain did not finish in {DRAIN_TIMEOUT} s\n")
+            return 3
+    error = query.exception()  # type: ignore[attr-defined]
+    if error is not None:
+        sys.stderr.write("TORTURE: the query failed\n")
+        traceback.print_exception(error, file=sys.stderr)
+        return 1
+    return 0 if mode == "drain" else 2
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[2] not in ("stream", "drain"):
+        sys.exit(__doc__)
+    sys.exit(main(*sys.argv[1:4]))

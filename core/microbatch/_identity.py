@@ -28,9 +28,14 @@ LOCATION_OPTION = "path"
 """The option whose value is a location: always part of the identity when declared."""
 
 
-def identity_of(format_name: str, spec: OptionSpec, options: Options) -> dict[str, Any]:
+def identity_of(
+    format_name: str, spec: OptionSpec, options: Options, *, exact_location: bool = False
+) -> dict[str, Any]:
     """The default identity of a connector: its format, its ``path`` (absolute) and the value of
-    every option declared with ``identity=True`` (secret ones excepted)."""
+    every option declared with ``identity=True`` (secret ones excepted).
+
+    ``exact_location`` keeps ``.``, ``..`` and doubled slashes in a local path (see
+    :func:`normalize_location`): a source that keys what it has read by path must use it."""
     found: dict[str, Any] = {"format": format_name}
     for option in spec:
         is_location = option.key == normalize(LOCATION_OPTION)
@@ -38,18 +43,27 @@ def identity_of(format_name: str, spec: OptionSpec, options: Options) -> dict[st
             continue
         value = options[option.name]
         if is_location and isinstance(value, str):
-            value = normalize_location(value)
+            value = normalize_location(value, exact=exact_location)
         found[option.name] = _jsonable(value)
     return found
 
 
-def normalize_location(url: str) -> str:
-    """``url`` as one spelling: an absolute local path, or a URL with its protocol."""
+def normalize_location(url: str, *, exact: bool = False) -> str:
+    """``url`` as one spelling: an absolute local path, or a URL with its protocol.
+
+    A relative path, ``file://`` and a trailing slash never make another spelling. With
+    ``exact``, a local path keeps its ``.``, ``..`` and doubled slashes, as fsspec keeps them
+    in the paths it lists: a file source that records the files it has read by those paths
+    would take every file of ``in/./`` or ``a/../in`` for a new one and read it again, so for
+    such a source they are another location (and refused) rather than the same one.
+    """
     try:
         fs, path = fsspec.core.url_to_fs(url)
     except (ImportError, ValueError):
         return url
     if isinstance(fs, LocalFileSystem):
+        if exact:
+            return str(path).rstrip("/") or "/"
         return os.path.normpath(os.path.abspath(path))
     return str(fs.unstrip_protocol(path.rstrip("/") or "/"))
 

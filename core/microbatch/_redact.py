@@ -141,6 +141,17 @@ def _printed_forms(secret: str) -> list[str]:
     return sorted(forms, key=len, reverse=True)
 
 
+def _anchor(secret: str) -> str:
+    """The longest run of characters of ``secret`` that every printed form keeps as they are
+    (letters, digits, ``-_.~``: no escape, quoting or encoding changes them), or ``""``.
+
+    Text that lacks a secret's anchor cannot show that secret in any form :meth:`Redactor.text`
+    recognises, so a plain substring test (far cheaper than the pattern) rules most text out.
+    """
+    runs = re.findall(f"[{re.escape(''.join(sorted(_PLAIN)))}]+", secret)
+    return max(runs, key=len, default="")
+
+
 def _secret_pattern(secret: str) -> str:
     body = "".join(_char_pattern(char) for char in secret)
     if len(secret) < SHORT_SECRET:
@@ -256,6 +267,9 @@ class Redactor:
             for form in _printed_forms(secret)
         ]
         patterns = [_secret_pattern(secret) for secret in unique if len(secret) <= _LONG_SECRET]
+        # A text lacking every anchor shows no secret; None when some secret has no anchor.
+        anchors = tuple(_anchor(secret) for secret in unique)
+        self._anchors: tuple[str, ...] | None = anchors if all(anchors) else None
         self._find: re.Pattern[str] | None = None
         self._sub: re.Pattern[str] | None = None
         if patterns:
@@ -269,7 +283,7 @@ class Redactor:
     # -- text and values ------------------------------------------------------------------
     def text(self, text: str) -> str:
         """``text`` with every secret, in every form it is recognised in, replaced."""
-        if not self.secrets or not text:
+        if not self.secrets or not text or not self._may_show(text):
             return text
         for form in self._literals:
             text = text.replace(form, REDACTED)
@@ -277,18 +291,37 @@ class Redactor:
 
     def leaks(self, text: str) -> bool:
         """Whether ``text`` shows one of the secrets."""
+        if not self._may_show(text):
+            return False
         if any(form in text for form in self._literals):
             return True
         return self._find is not None and self._find.search(text) is not None
 
+    def _may_show(self, text: str) -> bool:
+        """False when ``text`` surely shows no secret (it lacks every secret's anchor)."""
+        return self._anchors is None or any(anchor in text for anchor in self._anchors)
+
     def value(self, value: Any) -> Any:
-        """``value`` with secrets removed from every string inside dicts, lists and tuples."""
+        """``value`` with secrets removed from every string inside dicts, lists and tuples
+        (``value`` itself when none shows one)."""
         if not self.secrets:
             return value
+        if self._anchors is not None and isinstance(value, dict | list | tuple):
+            # Every string inside is in the JSON text with its anchor characters as they are:
+            # one C-level dump and substring test spare the walk (once per progress record).
+            try:
+                shown = json.dumps(value, ensure_ascii=False, default=str)
+            except (TypeError, ValueError, RecursionError):
+                shown = None
+            if shown is not None and not self._may_show(shown):
+                return value
+        return self._value(value)
+
+    def _value(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            items = {self.value(k): self.value(v) for k, v in value.items()}
+            items = {self._value(k): self._value(v) for k, v in value.items()}
             if type(value) is dict:
                 return items
             try:
@@ -296,9 +329,9 @@ class Redactor:
             except Exception:
                 return items
         if isinstance(value, list):
-            return [self.value(item) for item in value]
+            return [self._value(item) for item in value]
         if isinstance(value, tuple) and type(value) is tuple:
-            return tuple(self.value(item) for item in value)
+            return tuple(self._value(item) for item in value)
         return value
 
     # -- exceptions -----------------------------------------------------------------------

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,7 @@ class Checkpoint:
         self._purged_below = 0
         self._run_id: str | None = None
         self._logs_checked = False
+        self._left_overs_purged = False
 
     # -- metadata -------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any] | None:
@@ -446,6 +448,14 @@ class Checkpoint:
     def _purge(self, newest: int) -> None:
         """Delete log entries older than the retained window."""
         keep_from = newest - self.retain  # as Spark: ids below N - minBatchesToRetain go
+        if not self._left_overs_purged:
+            # A process killed between the two deletes below left commits/<k> without
+            # offsets/<k>: below the oldest offset entry, so the loop would never reach it.
+            self._left_overs_purged = True
+            for batch_id in self.batch_ids(self.commits):
+                if batch_id >= min(self._purged_below, keep_from):
+                    break
+                self.commits.delete(str(batch_id))
         while self._purged_below < keep_from:
             name = str(self._purged_below)
             self.offsets.delete(name)
@@ -457,7 +467,12 @@ class Checkpoint:
         checkpoint; call it only while holding the lock. Returns how many were removed."""
         removed = 0
         for folder in self._folders():
-            removed += folder.sweep_temporary()
+            # Another process that tries to take the lock meanwhile writes ``.lock.*.tmp``
+            # files in the root (the lock, a takeover marker): removing one would fail its
+            # start with a bare FileNotFoundError instead of "in use". Those of killed
+            # processes are removed once they are surely abandoned.
+            keep = _young_lock_temporary(folder) if folder is self.root else None
+            removed += folder.sweep_temporary(keep=keep)
         if removed:
             log.info("removed %d temporary file(s) of interrupted writes in %s", removed, self.url)
         return removed
@@ -482,3 +497,27 @@ class Checkpoint:
 
     def sink_state(self) -> StateStore:
         return self.root.child("sink")
+
+
+_LOCK_TEMPORARY_AGE = 600.0
+"""Seconds after which a temporary file of a lock attempt is surely abandoned (an attempt
+writes it and links it into place within milliseconds)."""
+
+
+def _young_lock_temporary(root: StateStore) -> Callable[[str], bool]:
+    """Whether a temporary file of ``root`` belongs to a lock or takeover-marker write that
+    another process may still be making (local files: younger than
+    :data:`_LOCK_TEMPORARY_AGE`; elsewhere always, as their age cannot be read the same way)."""
+
+    def keep(name: str) -> bool:
+        if not name.startswith((".lock.", "..lock.")):
+            return False
+        if not isinstance(root.fs, LocalFileSystem):
+            return True
+        try:
+            age = time.time() - os.path.getmtime(root.location(name))
+        except OSError:
+            return True
+        return age < _LOCK_TEMPORARY_AGE
+
+    return keep

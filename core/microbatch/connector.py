@@ -206,7 +206,11 @@ class _Connector:
         an absolute path or URL) and every option declared with ``Option(identity=True)``;
         secret options are never part of it. Override it to add what the options do not say.
         """
-        return identity_of(cls.format_name, cls.options, options)
+        # A source's location is compared as spelt (``in/./`` is another one): sources key the
+        # files they have read by path, so another spelling would read them all again.
+        return identity_of(
+            cls.format_name, cls.options, options, exact_location=issubclass(cls, Source)
+        )
 
 
 class Source(_Connector, ABC):

@@ -25,6 +25,9 @@ Every message says what was wrong, where, and what to do about it.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 from ._redact import safe_str
 
 __all__ = [
@@ -132,6 +135,14 @@ class StreamingQueryException(MicrobatchError):
         )
         self.__cause__ = cause
 
+    def __reduce__(self) -> Any:
+        # The default pickling calls the class with ``args``, which the keyword-only
+        # ``__init__`` refuses: a query run in a worker process could not report its failure.
+        rebuild = functools.partial(
+            type(self), query_id=self.query_id, run_id=self.run_id, cause=self.cause
+        )
+        return (rebuild, (), {"args": self.args})
+
 
 class QueryStopTimeoutError(MicrobatchError, TimeoutError):
     """``StreamingQuery.stop(timeout=...)`` returned before the query's thread ended.
@@ -144,3 +155,7 @@ class QueryStopTimeoutError(MicrobatchError, TimeoutError):
         super().__init__(message)
         self.query_id = query_id
         self.run_id = run_id
+
+    def __reduce__(self) -> Any:
+        rebuild = functools.partial(type(self), query_id=self.query_id, run_id=self.run_id)
+        return (rebuild, tuple(self.args[:1]))

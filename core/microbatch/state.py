@@ -11,6 +11,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import fsspec
@@ -66,16 +67,17 @@ class StateStore:
         names = (str(entry).rstrip("/").rsplit("/", 1)[-1] for entry in entries)
         return [name for name in names if hidden or not name.startswith(".")]
 
-    def sweep_temporary(self) -> int:
+    def sweep_temporary(self, *, keep: Callable[[str], bool] | None = None) -> int:
         """Remove the temporary files (``.<name>.<32 hex>.tmp``) that writes of this store
         left behind when their process was killed; return how many were removed.
 
         Only call it while no other process writes to this folder (for a checkpoint: once its
-        lock is taken), since it cannot tell a killed write from one in progress.
+        lock is taken), since it cannot tell a killed write from one in progress. ``keep``
+        names temporary files to leave alone (those of writes other processes may be making).
         """
         removed = 0
         for name in self.names(hidden=True):
-            if _TEMPORARY.fullmatch(name):
+            if _TEMPORARY.fullmatch(name) and not (keep is not None and keep(name)):
                 self.delete(name)
                 removed += 1
         return removed

@@ -138,7 +138,9 @@ def test_a_checkpoint_without_identity_records_it_on_its_next_start(
 
 def test_older_metadata_still_refuses_another_sink_format(tmp_path: Path) -> None:
     """Metadata written before identities: only the sink's format name can be compared."""
-    Checkpoint(str(tmp_path / "cp")).open(source="json", sink="parquet")
+    old = Checkpoint(str(tmp_path / "cp"))
+    old.open(source="json", sink="parquet")
+    old.write_offsets(entry(0))
     json_sink = {"source": {"format": "json"}, "sink": {"format": "json", "path": "/o"}}
     with pytest.raises(CheckpointMismatchError, match="format was 'parquet', is now 'json'"):
         Checkpoint(str(tmp_path / "cp")).open(source="json", sink="json", identity=json_sink)
@@ -198,6 +200,7 @@ def test_options_declared_as_identity_make_the_connector_identity(tmp_path: Path
     checkpoint.open(
         source="topic-test", sink="memory", identity={"source": identity(topic="a"), "sink": sink}
     )
+    checkpoint.write_offsets(entry(0))
     checkpoint.open(  # another rate is the same stream
         source="topic-test",
         sink="memory",
@@ -454,3 +457,28 @@ def test_stop_with_a_timeout_returns_when_the_query_stops_in_time(session: mb.Se
     )
     query.stop(timeout=5)
     assert not query.is_active
+
+
+def test_identity_is_recorded_only_by_a_start_that_succeeds(tmp_path: Path) -> None:
+    """A start refused after the checkpoint was opened records nothing of its identity."""
+    checkpoint = Checkpoint(str(tmp_path / "cp"))
+    first = {"source": {"format": "rate"}, "sink": {"format": "memory"}}
+    checkpoint.open(source="rate", sink="memory")  # metadata of an older release
+    checkpoint.write_offsets(entry(0))
+    checkpoint.open(source="rate", sink="memory", identity=first)
+    assert "identity" not in metadata(tmp_path / "cp")
+    checkpoint.record_metadata()
+    assert metadata(tmp_path / "cp")["identity"] == first
+
+
+def test_before_any_batch_a_corrected_start_records_the_new_identity(tmp_path: Path) -> None:
+    """Nothing was read or written yet: a first start that failed may be fixed freely."""
+    wrong = {"source": {"format": "json", "path": "/wrong"}, "sink": {"format": "memory"}}
+    right = {"source": {"format": "json", "path": "/right"}, "sink": {"format": "memory"}}
+    Checkpoint(str(tmp_path / "cp")).open(source="json", sink="memory", identity=wrong)
+    checkpoint = Checkpoint(str(tmp_path / "cp"))
+    assert checkpoint.open(source="json", sink="memory", identity=right)["identity"] == right
+    checkpoint.record_metadata()
+    checkpoint.write_offsets(entry(0))
+    with pytest.raises(CheckpointMismatchError, match="path was '/right', is now '/wrong'"):
+        Checkpoint(str(tmp_path / "cp")).open(source="json", sink="memory", identity=wrong)

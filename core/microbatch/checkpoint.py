@@ -116,6 +116,7 @@ class Checkpoint:
         self.commits = self.root.child("commits")
         self._purged_below = 0
         self._run_id: str | None = None
+        self._metadata_update: dict[str, Any] | None = None
         self._logs_checked = False
         self._left_overs_purged = False
 
@@ -195,9 +196,16 @@ class Checkpoint:
         recorded = existing.get("identity")
         recorded = dict(recorded) if isinstance(recorded, dict) else {}
         missing = False
+        # Before any batch was planned nothing was read or written: a start that failed
+        # (a wrong path, say) may be corrected freely, and the new identity is recorded.
+        planned = bool(self.offsets.names() or self.commits.names())
         for side in ("source", "sink"):
             before, now = recorded.get(side), identity.get(side)
             if now is None:
+                continue
+            if not planned and before != now:
+                recorded[side] = now
+                missing = True
                 continue
             if isinstance(before, dict):
                 changes = describe_changes(before, now)
@@ -231,8 +239,17 @@ class Checkpoint:
         updated = {**existing, "identity": recorded}
         if "sink" in identity:
             updated["sink"] = sink
-        self.root.write("metadata", updated)
+        self._metadata_update = updated
         return updated
+
+    def record_metadata(self) -> None:
+        """Write the identity that :meth:`open` found missing; call once the query started.
+
+        Deferred so that a start refused later (by the sink, say) records nothing.
+        """
+        update, self._metadata_update = self._metadata_update, None
+        if update is not None:
+            self.root.write("metadata", update)
 
     def forget_identity(self, sides: tuple[str, ...] = ("source", "sink")) -> list[str]:
         """Remove the recorded identity of ``sides``, so that the next start records the

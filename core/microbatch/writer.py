@@ -259,6 +259,7 @@ class DataStreamWriter:
             engine = self._engine(source, sink, output_schema, checkpoint, query)
             wake_target.append(engine)
             engine.recover()
+            checkpoint.record_metadata()
         except BaseException:
             for part in parts:
                 part.stop()

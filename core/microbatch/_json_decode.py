@@ -2,11 +2,20 @@
 
 Clean blocks take pyarrow's fast path; a block that fails is split to find its bad rows, and
 only those are checked with the stdlib ``json`` module.
+
+pyarrow's JSON reader (26.0.1, apache/arrow#47409) crashes the process (SIGSEGV) when one of
+its internal blocks starts with a top-level ``null`` (or such a value spans a block boundary).
+Rows are joined one per line and each starts with "{", so that can only happen when the input
+spans several blocks and a row holds more than one document (``{"a":1} null``). When no row
+holds a line break the reader splits blocks only between rows; otherwise rows that may hold
+such a ``null`` are found with a regular expression and checked with the stdlib before
+pyarrow sees them.
 """
 
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -18,11 +27,16 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from microbatch.errors import SchemaError, TransformError
-from microbatch.types import type_to_ddl
+from microbatch.types import float32_overflow, has_float32, type_to_ddl
 
 _JSON = json.JSONDecoder(parse_float=Decimal)
 _PARTS = 16  # a JSON block that fails to read is split in this many parts to find bad rows
 _SCREEN_ROWS = 512  # ... and parts this small are checked row by row with the stdlib
+_AFTER_VALUE_NULL = r"[^:,\[\s\x{FEFF}][\s\x{FEFF}]*null"
+"""``null`` after something that may end a JSON value: a top-level ``null`` (inside a valid
+object ``null`` only follows ":", "," or "[")."""
+_FLOAT32 = pa.float32()
+_BLOCK = 1 << 20  # the block size of read_json
 
 
 def type_text(dtype: pa.DataType) -> str:
@@ -48,17 +62,26 @@ class JsonDecoder:
         self.converters = {f.name: _converter(f.type) for f in self.fields}
         self.arrow = pa.schema([f for f in self.fields if _arrow_reads(f)])
         read = pa.schema([f.with_type(_read_type(f.type)) for f in self.arrow])
+        self.float_fields = [f for f in self.arrow if has_float32(f.type)]
         self.options = pajson.ParseOptions(
             explicit_schema=read, unexpected_field_behavior="ignore", newlines_in_values=True
+        )
+        self.one_per_line = pajson.ParseOptions(
+            explicit_schema=read, unexpected_field_behavior="ignore", newlines_in_values=False
         )
 
     def decode(self, lines: pa.Array) -> tuple[dict[str, pa.Array], dict[int, str | None]]:
         """Arrays by field name, aligned with ``lines``, and the bad rows (reason if known)."""
         bad: dict[int, str | None] = {}
-        table = self._read(lines)[0] if len(self.arrow) else None
+        readable = lines
+        if len(self.arrow):
+            bad.update(_null_documents(lines))
+            if bad:
+                readable = pc.if_else(_mask(len(lines), bad), "{}", lines)
+        table = self._read(readable)[0] if len(self.arrow) else None
         if table is None and len(self.arrow):
-            bad = self._isolate(lines, range(len(lines)), screen=True)
-            table = self._read(pc.if_else(_mask(len(lines), bad), "{}", lines))[0]
+            bad.update(self._isolate(readable, range(len(lines)), screen=True))
+            table = self._read(pc.if_else(_mask(len(lines), bad), "{}", readable))[0]
         columns = {} if table is None else {n: table[n].combine_chunks() for n in self.arrow.names}
         rest = [f for f in self.fields if f.name not in columns]
         if rest:
@@ -114,13 +137,21 @@ class JsonDecoder:
         one_list = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
         data = pc.binary_join(one_list, "\n")[0].as_buffer()
         longest = pc.max(pc.binary_length(lines)).as_py() or 0
-        block = max(1 << 20, longest + 2)  # threads only pay off with several blocks
+        block = max(_BLOCK, longest + 2)  # threads only pay off with several blocks
         options = pajson.ReadOptions(use_threads=data.size > 2 * block, block_size=block)
+        parse = self.options
+        if data.size > block and not _line_breaks(lines):
+            parse = self.one_per_line  # blocks then split only between rows
         try:
-            table = pajson.read_json(pa.BufferReader(data), options, self.options)
+            table = pajson.read_json(pa.BufferReader(data), options, parse)
             if table.num_rows != len(lines):
                 return None, f"found {table.num_rows} JSON documents in {len(lines)} rows"
-            return table.select(self.arrow.names).cast(self.arrow), ""
+            table = table.select(self.arrow.names)
+            cast = table.cast(self.arrow)
+            for f in self.float_fields:
+                if float32_overflow(table[f.name], cast[f.name]):
+                    return None, f"column '{f.name}': a value is out of range for FLOAT"
+            return cast, ""
         except pa.ArrowInvalid as exc:
             return None, str(exc)
 
@@ -147,6 +178,41 @@ def json_lines(source: pa.Array, name: str) -> tuple[pa.Array, dict[int, str | N
         odd = pc.and_(pc.invert(shaped), pc.greater(pc.binary_length(text), 0))
         bad.update(dict.fromkeys(pc.indices_nonzero(pc.fill_null(odd, False)).to_pylist()))
     return pc.if_else(pc.fill_null(shaped, False), text, "{}"), bad
+
+
+def _null_documents(lines: pa.Array) -> dict[int, str]:
+    """The rows holding a top-level ``null`` after a document, with the reason.
+
+    Only input that ``read_json`` reads in several blocks can crash it (one block starts with
+    the first row's "{"); only rows that match :data:`_AFTER_VALUE_NULL` are parsed, with the
+    stdlib.
+    """
+    if (pc.sum(pc.binary_length(lines)).as_py() or 0) + len(lines) <= _BLOCK:
+        return {}
+    if not _line_breaks(lines):
+        return {}  # read one row per line: every block starts with a row's "{"
+    found: dict[int, str] = {}
+    for row in pc.indices_nonzero(pc.match_substring_regex(lines, _AFTER_VALUE_NULL)).to_pylist():
+        _, error = _load_object(lines[row].as_py())
+        if error:
+            found[row] = error
+    return found
+
+
+def _line_breaks(lines: pa.Array) -> bool:
+    """Whether a row of ``lines`` (a string array) holds a line break (LF or CR)."""
+    if not len(lines):
+        return False
+    strings = lines.cast(pa.string())
+    _, offsets_buffer, values = strings.buffers()
+    if values is None:
+        return False
+    offsets = pa.Array.from_buffers(
+        pa.int32(), len(strings) + 1, [None, offsets_buffer], offset=strings.offset
+    )
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    raw = memoryview(values)[start:end].tobytes()
+    return b"\n" in raw or b"\r" in raw
 
 
 def _shaped(text: pa.Array) -> pa.Array:
@@ -218,6 +284,8 @@ def _converter(dtype: pa.DataType) -> Callable[[Any], Any]:
     if isinstance(dtype, pa.ListType | pa.LargeListType):
         to_value = _converter(dtype.value_type)
         return _checked((list,), dtype, lambda v: [to_value(x) for x in v])
+    if dtype == _FLOAT32:
+        return _checked((int, float, Decimal), dtype, _float32)
     if pa.types.is_floating(dtype):
         return _checked((int, float, Decimal), dtype, float)
     if pa.types.is_decimal(dtype):
@@ -256,17 +324,34 @@ def _checked(
     return run
 
 
+def _float32(value: int | float | Decimal) -> float:
+    """``value`` as FLOAT; out of its range is unreadable (not infinity)."""
+    number = float(value)
+    try:
+        struct.pack("<f", number)
+    except OverflowError:
+        raise _Unreadable(f"{preview(number)} is out of range for FLOAT") from None
+    return number
+
+
 def _timestamp(text: str, utc: bool) -> datetime:
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is not None:
+        if not utc:
+            # Spark's rule: TIMESTAMP_NTZ text must not carry an offset (it is not shifted)
+            raise _Unreadable(f"{preview(text)} has a UTC offset; TIMESTAMP_NTZ cannot hold it")
         moment = moment.astimezone(UTC)
     return moment.replace(tzinfo=UTC if utc else None)
 
 
 def _read_type(dtype: pa.DataType) -> pa.DataType:
-    """The type to ask ``read_json`` for: it reads DATE only from numbers, so read text."""
-    if pa.types.is_date32(dtype):
+    """The type to ask ``read_json`` for: it reads DATE only from numbers (read text), shifts
+    TIMESTAMP_NTZ text with an offset (read text; the cast refuses offsets) and makes FLOAT
+    values out of range infinite (read DOUBLE; :meth:`JsonDecoder._read` checks the cast)."""
+    if pa.types.is_date32(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is None):
         return pa.string()
+    if dtype == _FLOAT32:
+        return pa.float64()
     if isinstance(dtype, pa.ListType):
         return pa.list_(dtype.value_field.with_type(_read_type(dtype.value_type)))
     if isinstance(dtype, pa.StructType):

@@ -270,7 +270,9 @@ class ParseJson:
     columns placed where ``column`` was (``column`` itself is kept only with ``keep_original``).
     Null, empty and blank rows give null columns. A JSON value must have the JSON type of its
     column (a number for INT, a string for STRING, an ISO-8601 string for TIMESTAMP/DATE);
-    nested fields not in the schema are ignored. For a malformed row (invalid JSON, not an
+    a TIMESTAMP_NTZ string must carry no UTC offset (it is not shifted, Spark's rule) and a
+    FLOAT must be within its range (not made infinite); nested fields not in the schema are
+    ignored. For a malformed row (invalid JSON, not an
     object, invalid UTF-8, or a value that does not fit its type), ``mode`` decides:
     ``PERMISSIVE`` nulls the bad values and puts the raw text in ``corrupt_column`` (if given),
     ``DROPMALFORMED`` removes the row, ``FAILFAST`` raises ``TransformError``.

@@ -13,10 +13,20 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from microbatch.errors import SchemaError
 
-__all__ = ["as_schema", "parse_ddl", "parse_type", "schema_diff", "to_ddl", "type_to_ddl"]
+__all__ = [
+    "as_schema",
+    "float32_overflow",
+    "has_float32",
+    "parse_ddl",
+    "parse_type",
+    "schema_diff",
+    "to_ddl",
+    "type_to_ddl",
+]
 
 _SIMPLE: dict[str, pa.DataType] = {
     "BOOLEAN": pa.bool_(),
@@ -336,3 +346,30 @@ def _describe_type(dtype: pa.DataType) -> str:
         return _type_ddl(dtype, "")
     except SchemaError:
         return str(dtype)
+
+
+def has_float32(dtype: pa.DataType) -> bool:
+    """Whether ``dtype`` is FLOAT or holds a FLOAT (in a struct field or a list)."""
+    if dtype == pa.float32():
+        return True
+    if isinstance(dtype, pa.StructType):
+        return any(has_float32(f.type) for f in dtype)
+    if isinstance(dtype, pa.ListType | pa.LargeListType):
+        return has_float32(dtype.value_type)
+    return False
+
+
+def float32_overflow(read: pa.Array | pa.ChunkedArray, cast: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether a finite value of ``read`` became infinite in ``cast`` (a FLOAT out of range:
+    Arrow's cast from DOUBLE does not check it)."""
+    if isinstance(read, pa.ChunkedArray):
+        read, cast = read.combine_chunks(), cast.combine_chunks()
+    if cast.type == pa.float32():
+        return bool(pc.any(pc.and_(pc.is_finite(read), pc.is_inf(cast))).as_py())
+    if isinstance(cast.type, pa.StructType):
+        return any(
+            float32_overflow(read.field(i), cast.field(i)) for i in range(cast.type.num_fields)
+        )
+    if isinstance(cast.type, pa.ListType | pa.LargeListType):
+        return float32_overflow(read.flatten(), cast.flatten())
+    return False

@@ -3,7 +3,8 @@
 On a local folder a watcher reports changed paths and only those are looked at again (plus a
 full listing every :data:`RELIST_INTERVAL` seconds in case a notification was lost); other
 filesystems are listed in full when asked. On the output folder of the file sink, the
-sink's manifest replaces listing.
+sink's manifest replaces listing: it is read again when a notification names it or when its
+folder's time moved (one ``stat``: a commit just made is seen before its notification).
 
 Notifications arrive on another thread, normally within a millisecond. So that a file added
 to the folder just before a call is seen by that call, a call that finds the folder changed
@@ -13,6 +14,9 @@ ones: notifications come in order, so every change made before them is then know
 folders of more than :data:`CATCH_UP_NAMES` entries that comparison
 costs too much to make at every call: there, a call that received no notification waits a
 moment for a first one, and later ones wake the query.
+
+A file that just appeared while being written in place (``open``, ``write``, ``close``) is
+usually closed a moment later: a call waits :data:`RECENT` at most for that close.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._listing import FileEntry, Listing
-from ._watch import FolderWatcher
+from ._watch import FolderWatcher, WriteState
 
 __all__ = ["MANIFEST_FOLDER", "Changes", "Discovery"]
 
@@ -66,15 +70,25 @@ class Discovery:
         self._last_full = 0.0
         self._root_stamp = -1
         self._root_names: set[str] = set()
+        self._appeared: list[str] = []
+        self._manifest_stamp = -1
 
     @property
     def watching(self) -> bool:
         return self._watcher is not None and self._watcher.running
 
-    def writing_until(self, path: str) -> float | None:
-        """When a file being written in place counts as finished (None: not being written)."""
+    @property
+    def tracks_writes(self) -> bool:
+        """Whether :meth:`write_state` knows which files are written in place (a local folder
+        watched with inotify)."""
         watcher = self._watcher
-        return watcher.writing_until(path) if watcher is not None else None
+        return watcher is not None and watcher.running and watcher.tracks_writes
+
+    def write_state(self, path: str) -> tuple[WriteState, float] | None:
+        """How the file at ``path`` got its content (see :class:`FolderWatcher`); None when
+        no event told."""
+        watcher = self._watcher
+        return watcher.write_state(path) if watcher is not None else None
 
     def activate(self) -> None:
         """Start watching (local folders) from the next :meth:`refresh` on."""
@@ -97,18 +111,23 @@ class Discovery:
             return self._full()
         if self.manifest is not None:
             marker = f"/{MANIFEST_FOLDER}/"
-            return self._full() if any(marker in path for path in paths) else ([], [])
+            moved = self._manifest_moved()  # also when its notification is not in yet
+            if moved or any(marker in path for path in paths):
+                return self._full()
+            return [], []
+        self._appeared = []
         changed, removed = self._update(paths)
         moved, recent = self._root_changed(), self._root_recent()
         if not (moved or recent) or (paths and len(self._root_names) > CATCH_UP_NAMES):
-            return changed, removed
-        if len(self._root_names) <= CATCH_UP_NAMES:
+            more: Changes = ([], [])
+        elif len(self._root_names) <= CATCH_UP_NAMES:
             more = self._catch_up(watcher)
         elif watcher.wait(SYNC_WAIT if moved else RECENT):
             more = self._update(watcher.drain()[0])
         else:
             more = ([], [])
-        return changed + more[0], removed + more[1]
+        closes = self._await_closes(watcher) if self._watcher is watcher else ([], [])
+        return changed + more[0] + closes[0], removed + more[1] + closes[1]
 
     def stop(self) -> None:
         watcher, self._watcher = self._watcher, None
@@ -157,6 +176,25 @@ class Discovery:
             unknown -= self._root_names
         return changed, removed
 
+    def _await_closes(self, watcher: FolderWatcher) -> Changes:
+        """A file that just appeared and is being written in place is usually closed a moment
+        later (``open``, ``write``, ``close``): wait :data:`RECENT` at most for those closes,
+        so that a call right after a file was written in place takes it. Only files seen
+        for the first time wait, so a slow writer costs this once."""
+        pending = self._appeared
+        changed: list[FileEntry] = []
+        removed: list[str] = []
+        deadline = time.monotonic() + RECENT
+        while True:
+            pending = [path for path in pending if _writing(watcher, path)]
+            remaining = deadline - time.monotonic()
+            if not pending or remaining <= 0 or not watcher.wait(remaining):
+                return changed, removed
+            paths, relist = watcher.drain()
+            more = self._full() if relist else self._update(paths)
+            changed += more[0]
+            removed += more[1]
+
     def _note_root_names(self, paths: Iterable[str]) -> None:
         prefix = self.location.root.rstrip("/") + "/"
         for path in paths:
@@ -172,6 +210,16 @@ class Discovery:
             stamp = -1
         changed, self._root_stamp = stamp != self._root_stamp, stamp
         return changed
+
+    def _manifest_moved(self) -> bool:
+        """Whether the sink's manifest folder changed since the last look (or too recently
+        to tell); one ``stat`` call."""
+        try:
+            stamp = os.stat(f"{self.location.root.rstrip('/')}/{MANIFEST_FOLDER}").st_mtime_ns
+        except OSError:
+            stamp = -1
+        changed, self._manifest_stamp = stamp != self._manifest_stamp, stamp
+        return changed or time.time_ns() - stamp < RECENT * 1e9
 
     def _root_recent(self) -> bool:
         return time.time_ns() - self._root_stamp < RECENT * 1e9
@@ -202,7 +250,9 @@ class Discovery:
             if entry is None:
                 if self.files.pop(path, None) is not None:
                     removed.append(path)
-            elif self.files.get(path) != entry:
+            elif (known := self.files.get(path)) != entry:
+                if known is None:
+                    self._appeared.append(path)
                 self.files[path] = entry
                 changed.append(entry)
         return changed, removed
@@ -225,3 +275,8 @@ class Discovery:
                 entry = FileEntry(path, 0, None, partition or ())
             fresh[path] = entry
         return fresh
+
+
+def _writing(watcher: FolderWatcher, path: str) -> bool:
+    state = watcher.write_state(path)
+    return state is not None and state[0] is WriteState.WRITING

@@ -19,7 +19,15 @@ import pyarrow.compute as pc
 from microbatch.errors import SourceError
 
 from ._listing import FileEntry
-from ._parse_modes import CORRUPT, CsvSettings, MalformedRecordError, parse_csv, parse_json
+from ._parse_modes import (
+    CORRUPT,
+    CsvSettings,
+    DropCounter,
+    MalformedRecordError,
+    has_null_line,
+    parse_csv,
+    parse_json,
+)
 
 __all__ = [
     "CsvFormat",
@@ -32,6 +40,11 @@ __all__ = [
 ]
 
 BLOCK_SIZE = 16 << 20
+
+_MAX_NESTING = 1000
+"""Lines with more opening brackets than this are inferred with the stdlib: pyarrow's schema
+inference crashes the process (stack overflow) on values nested tens of thousands of levels
+deep."""
 
 
 class FileChangedError(SourceError):
@@ -88,8 +101,29 @@ class FileFormat(ABC):
     ) -> Iterator[pa.Table]:
         """Tables of ``schema`` (plus the corrupt-record column when ``corrupt``)."""
 
+    def dropped_rows(self) -> int:
+        """Malformed lines dropped so far under ``mode=DROPMALFORMED`` (any thread)."""
+        drops = getattr(self, "drops", None)
+        return drops.count if isinstance(drops, DropCounter) else 0
+
 
 # -- JSON ------------------------------------------------------------------------------------
+def _arrow_can_infer(data: bytes) -> bool:
+    """Whether pyarrow's schema inference may read ``data`` without crashing the process: no
+    line starts with ``null`` and none nests deeper than :data:`_MAX_NESTING` levels."""
+    try:
+        text = pa.array([data], pa.large_binary()).cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    if has_null_line(data, text):
+        return False
+    if data.count(b"[") + data.count(b"{") <= _MAX_NESTING:
+        return True
+    lines = pc.split_pattern(text, pattern="\n").flatten()
+    opened = pc.add(pc.count_substring(lines, "["), pc.count_substring(lines, "{"))
+    return bool(pc.max(opened).as_py() <= _MAX_NESTING)
+
+
 def _json_type(value: Any) -> pa.DataType:
     if value is None:
         return pa.null()
@@ -165,6 +199,7 @@ class JsonFormat(FileFormat):
     has_modes: ClassVar[bool] = True
     mode: str = "PERMISSIVE"
     multi_line: bool = False
+    drops: DropCounter = field(default_factory=DropCounter, compare=False, repr=False)
 
     def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
         import pyarrow.json as pajson
@@ -174,7 +209,7 @@ class JsonFormat(FileFormat):
             data = _read_all(fs, entry, show(entry.path))
             if not data.strip():
                 continue
-            if not self.multi_line:
+            if not self.multi_line and _arrow_can_infer(data):
                 try:
                     table = pajson.read_json(pa.BufferReader(data))
                     types.append(pa.struct(list(table.schema)))
@@ -183,21 +218,24 @@ class JsonFormat(FileFormat):
                     pass
             for document in self._documents(data):
                 if isinstance(document, dict):
-                    types.append(_json_type(document))
+                    try:
+                        types.append(_json_type(document))
+                    except RecursionError:
+                        continue  # nested too deeply to infer; read as malformed
         return _merged_schema(types) if types else None
 
     def _documents(self, data: bytes) -> Iterator[Any]:
         if self.multi_line:
             try:
                 value = json.loads(data)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, RecursionError):
                 return
             yield from value if isinstance(value, list) else [value]
             return
         for line in data.split(b"\n"):
             try:
                 yield json.loads(line)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, RecursionError):
                 continue
 
     def read(
@@ -214,6 +252,7 @@ class JsonFormat(FileFormat):
                 corrupt=corrupt,
                 where=where,
                 first_line=first_line,
+                drops=self.drops,
             )
 
     def _read_document(self, data: bytes, where: str, schema: pa.Schema, corrupt: bool) -> pa.Table:
@@ -223,7 +262,7 @@ class JsonFormat(FileFormat):
             )
         try:
             value = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as error:
+        except (ValueError, UnicodeDecodeError, RecursionError) as error:
             line = getattr(error, "lineno", 1)
             if self.mode == "FAILFAST":
                 raise MalformedRecordError(
@@ -232,6 +271,7 @@ class JsonFormat(FileFormat):
                     "option mode to PERMISSIVE or DROPMALFORMED."
                 ) from None
             if self.mode == "DROPMALFORMED":
+                self.drops.add(1, where, line, "JSON", "record")
                 return parse_json(
                     b"", schema=schema, mode=self.mode, corrupt=corrupt, where=where, first_line=1
                 )
@@ -251,6 +291,7 @@ class JsonFormat(FileFormat):
             where=where,
             first_line=1,
             unit="record",
+            drops=self.drops,
         )
 
 
@@ -266,6 +307,7 @@ class CsvFormat(FileFormat):
     header: bool = False
     settings: CsvSettings = field(default_factory=CsvSettings)
     infer_types: bool = False
+    drops: DropCounter = field(default_factory=DropCounter, compare=False, repr=False)
 
     def _body(self, data: bytes, first: bool) -> tuple[bytes, int]:
         """``data`` without the header line (first block of a file), and its first line."""
@@ -334,6 +376,7 @@ class CsvFormat(FileFormat):
                 corrupt=corrupt,
                 where=where,
                 first_line=first_line + skipped,
+                drops=self.drops,
             )
 
 

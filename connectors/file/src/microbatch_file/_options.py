@@ -230,8 +230,17 @@ _COMMON = (
         name="minFileAge",
         type="duration",
         default=timedelta(0),
-        doc="Hold a file back until its size and modification time have not changed for this "
-        "long (for writers that cannot rename files into place); default off.",
+        doc="Hold every file back until its size and modification time have not changed for "
+        "this long (for writers that reopen a file to append to it); default off.",
+    ),
+    Option(
+        name="settleTime",
+        type="duration",
+        default=timedelta(seconds=1),
+        doc="A file that may still be written in place and whose writer's close was not seen "
+        "(present when the query started, or on a filesystem without notifications) is taken "
+        "once its size and modification time have not changed for this long; 0 turns it off. "
+        "Files moved into place, and files on object stores, are taken at once.",
     ),
     Option(
         name="inProgressSuffixes",

@@ -2,13 +2,22 @@
 
 A block is whole lines of one file. It is first read in one pyarrow call; only when that
 fails are its lines looked at one group at a time to find the malformed ones, which then
-become corrupt records (``PERMISSIVE``), disappear (``DROPMALFORMED``) or fail the read with
+become corrupt records (``PERMISSIVE``), disappear (``DROPMALFORMED``, counted in a
+:class:`DropCounter` and logged with the file and line of the first) or fail the read with
 the file and line number (``FAILFAST``).
+
+A JSON block is never handed to pyarrow when one of its lines starts with ``null``: pyarrow's
+JSON reader (26.0.1, apache/arrow#47409) crashes the process (SIGSEGV) when such a line starts
+its input or spans one of its internal block boundaries, and reads it as a row of nulls
+elsewhere. Spark treats a top-level ``null`` as a malformed record,
+so such blocks take the line-by-line path.
 """
 
 from __future__ import annotations
 
 import csv
+import logging
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,8 +28,19 @@ import pyarrow.json as pajson
 
 from microbatch.errors import SourceError, TransformError
 from microbatch.transforms import ParseJson
+from microbatch.types import float32_overflow, has_float32
 
-__all__ = ["CORRUPT", "CsvSettings", "MalformedRecordError", "parse_csv", "parse_json"]
+__all__ = [
+    "CORRUPT",
+    "CsvSettings",
+    "DropCounter",
+    "MalformedRecordError",
+    "has_null_line",
+    "parse_csv",
+    "parse_json",
+]
+
+log = logging.getLogger("microbatch.file")
 
 CORRUPT = "__microbatch_corrupt_record__"
 """The column holding the raw text of malformed lines (renamed by the source)."""
@@ -31,6 +51,39 @@ _ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, Val
 
 class MalformedRecordError(SourceError):
     """A malformed line under ``mode=FAILFAST``; names the file and the line."""
+
+
+class DropCounter:
+    """The malformed lines (records) dropped under ``mode=DROPMALFORMED``.
+
+    Splits are read on several threads at once: :meth:`add` may be called from any of them.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """Lines dropped so far."""
+        with self._lock:
+            return self._count
+
+    def add(self, count: int, where: str, line: int, kind: str, unit: str = "line") -> None:
+        """Count ``count`` dropped lines of ``where``, the first at ``line``, and log it."""
+        if count <= 0:
+            return
+        with self._lock:
+            self._count += count
+        log.warning(
+            "Dropped %d malformed %s %s(s) of %s (parse mode DROPMALFORMED); the first is at %s %d",
+            count,
+            kind,
+            unit,
+            where,
+            unit,
+            line,
+        )
 
 
 def _failfast(
@@ -64,10 +117,21 @@ class _Lines:
 
 
 # -- JSON ------------------------------------------------------------------------------------
+_NULL_LINE = r"(?:^|[\r\n])[\s\x{FEFF}]*null"
+"""A line that starts with ``null`` after blanks or byte-order marks (pyarrow's reader also
+breaks lines at a lone CR)."""
+
+_FLOAT32 = pa.float32()
+
+
 def _read_type(dtype: pa.DataType) -> pa.DataType:
-    """``read_json`` reads DATE only from numbers: read ISO text, then cast."""
-    if pa.types.is_date(dtype):
+    """The type to ask ``read_json`` for: it reads DATE only from numbers (read ISO text, then
+    cast), shifts TIMESTAMP_NTZ text with an offset (read text; the cast refuses offsets) and
+    turns FLOAT values out of range into infinity (read DOUBLE; the cast is checked)."""
+    if pa.types.is_date(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is None):
         return pa.string()
+    if dtype == _FLOAT32:
+        return pa.float64()
     if isinstance(dtype, pa.ListType):
         return pa.list_(dtype.value_field.with_type(_read_type(dtype.value_type)))
     if isinstance(dtype, pa.StructType):
@@ -79,18 +143,48 @@ def _line_count(data: bytes) -> int:
     return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
 
-def _valid_utf8(data: bytes) -> bool:
-    """``read_json`` does not check that strings are UTF-8: check the whole block at once."""
+def _utf8_text(data: bytes) -> pa.Array | None:
+    """The block as one string (``read_json`` does not check that strings are UTF-8), or None
+    when it is not valid UTF-8."""
     try:
-        pa.array([data], pa.large_binary()).cast(pa.large_string())
+        return pa.array([data], pa.large_binary()).cast(pa.large_string())
     except pa.ArrowInvalid:
-        return False
-    return True
+        return None
+
+
+def _matches(text: pa.Array, pattern: str) -> bool:
+    return bool(pc.any(pc.match_substring_regex(text, pattern)).as_py())
+
+
+def has_null_line(data: bytes, text: pa.Array) -> bool:
+    """Whether a line of the block (``text`` is ``data`` as one string) starts with ``null``.
+
+    Such a block must not reach ``read_json``: see the module docstring. When every line
+    starts with "{" (the usual case) two searches with a literal first character tell so at
+    memchr speed; only other blocks are searched for such a line.
+    """
+    every_line_an_object = (
+        data[:1] == b"{"
+        and not _matches(text, "\n[^{]")
+        and (b"\r" not in data or not _matches(text, "\r[^\n]"))
+    )
+    return not every_line_an_object and _matches(text, _NULL_LINE)
+
+
+def checked_cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` cast to ``schema``; raises ``ArrowInvalid`` when a FLOAT value is out of
+    range (Arrow's cast would make it infinite)."""
+    cast = table.cast(schema)
+    for f in schema:
+        if has_float32(f.type) and float32_overflow(table[f.name], cast[f.name]):
+            raise pa.ArrowInvalid(f"column '{f.name}': a value is out of range for FLOAT")
+    return cast
 
 
 def _json_fast(data: bytes, schema: pa.Schema) -> pa.Table | None:
     """The whole block in one ``read_json`` call, or None when any line is malformed."""
-    if not _valid_utf8(data):
+    text = _utf8_text(data)
+    if text is None or has_null_line(data, text):
         return None
     read_schema = pa.schema([f.with_type(_read_type(f.type)) for f in schema])
     parse = pajson.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore")
@@ -111,7 +205,7 @@ def _json_fast(data: bytes, schema: pa.Schema) -> pa.Table | None:
     table = table.select(schema.names)
     if read_schema != schema:
         try:
-            table = table.cast(schema)
+            table = checked_cast(table, schema)
         except _ERRORS:
             return None
     return table
@@ -126,10 +220,12 @@ def parse_json(
     where: str,
     first_line: int,
     unit: str = "line",
+    drops: DropCounter | None = None,
 ) -> pa.Table:
     """The rows of a block of JSON lines as ``schema`` (plus :data:`CORRUPT` when ``corrupt``).
 
-    ``unit`` names what the numbers count in errors (``record`` for multi-line documents).
+    ``unit`` names what the numbers count in errors (``record`` for multi-line documents);
+    lines dropped under ``DROPMALFORMED`` are counted in ``drops``.
     """
     if not data.strip():
         return _empty(schema, corrupt)
@@ -148,6 +244,9 @@ def parse_json(
     result = pa.Table.from_batches([parsed])
     if mode == "DROPMALFORMED":
         kept = result.filter(pc.invert(bad)).drop_columns([CORRUPT])
+        if drops is not None and len(kept) < len(result):
+            first = lines.numbers[pc.index(bad, True).as_py()]
+            drops.add(len(result) - len(kept), where, first, "JSON", unit)
         return _with_corrupt(kept, corrupt)
     return result if corrupt else result.drop_columns([CORRUPT])
 
@@ -209,13 +308,39 @@ def _csv_read(data: bytes, schema: pa.Schema, settings: CsvSettings) -> pa.Table
         ),
         parse_options=settings.parse_options(),
         convert_options=pacsv.ConvertOptions(
-            column_types=dict(zip(names, schema.types, strict=True)),
+            column_types={
+                name: pa.float64() if dtype == _FLOAT32 else dtype
+                for name, dtype in zip(names, schema.types, strict=True)
+            },
             null_values=[settings.null_value],
             strings_can_be_null=True,
             quoted_strings_can_be_null=True,
         ),
     )
-    return pa.Table.from_arrays(table.columns, schema=schema)
+    read = pa.Table.from_arrays(
+        table.columns,
+        schema=pa.schema([f.with_type(table.schema.field(i).type) for i, f in enumerate(schema)]),
+    )
+    result = checked_cast(read, schema) if read.schema != schema else read
+    if _swallowed_lines(result):
+        raise pa.ArrowInvalid("a quoted field is not closed on its line")
+    return result
+
+
+def _swallowed_lines(table: pa.Table) -> bool:
+    """Whether a value holds a line break: a quote left open reads on into the next lines (to
+    the end of the block, or to the next quote), so the line is malformed. Values never span
+    lines here; the string columns' bytes are searched at memchr speed."""
+    for column in table.columns:
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            continue
+        for chunk in column.chunks:
+            values = chunk.buffers()[2]
+            if values is not None and values.size:
+                raw = values.to_pybytes()
+                if b"\n" in raw or b"\r" in raw:
+                    return True
+    return False
 
 
 def parse_csv(
@@ -227,8 +352,10 @@ def parse_csv(
     corrupt: bool,
     where: str,
     first_line: int,
+    drops: DropCounter | None = None,
 ) -> pa.Table:
-    """The rows of a block of CSV lines (header already removed) as ``schema``, by position."""
+    """The rows of a block of CSV lines (header already removed) as ``schema``, by position;
+    lines dropped under ``DROPMALFORMED`` are counted in ``drops``."""
     if not data.strip() or not len(schema):
         return _empty(schema, corrupt)
     comment = settings.comment.encode() if settings.comment else None
@@ -242,6 +369,7 @@ def parse_csv(
         lines = _Lines.of(data, first_line)
     pieces: list[pa.Table] = []
     bad_rows: list[dict[str, object]] = []
+    dropped, first_dropped = 0, 0
     for start, table in _csv_groups(lines.texts, schema, settings, 0, len(lines.texts)):
         if table is not None:
             if bad_rows:
@@ -254,6 +382,10 @@ def parse_csv(
             raise _failfast("CSV", where, lines.numbers[start], _csv_reason(line, schema, settings))
         if mode == "PERMISSIVE":
             bad_rows.append(_permissive_row(line, schema, settings))
+        else:
+            dropped, first_dropped = dropped + 1, first_dropped or lines.numbers[start]
+    if drops is not None:
+        drops.add(dropped, where, first_dropped, "CSV")
     if bad_rows:
         pieces.append(_rows_table(bad_rows, schema))
     if not pieces:
@@ -317,6 +449,9 @@ def _convert(token: str | None, dtype: pa.DataType, null_value: str) -> object:
     except UnicodeEncodeError:
         return None  # invalid UTF-8 in this field
     try:
+        if dtype == _FLOAT32:  # out of range is malformed, not infinity
+            wide = pa.table({"v": pa.array([token], pa.string()).cast(pa.float64())})
+            return checked_cast(wide, pa.schema([("v", dtype)]))["v"][0].as_py()
         return pa.scalar(token, pa.string()).cast(dtype).as_py()
     except _ERRORS:
         return None

@@ -5,6 +5,10 @@ Batch ``K`` is written as the file ``K`` before the engine logs its offsets, so 
 ``<first>-<last>.compact`` file, and ten compact files of the same span into one ten times
 larger, so the folder holds a few dozen files however many batches ran, and each entry is
 rewritten only a handful of times.
+
+Each file is kept with its size and modification time (milliseconds) as its batch took it:
+the bytes that batch reads, and what a later listing is compared with to tell a file that
+changed after it was read (:mod:`._changes`).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ class FileLog:
         self.latest_mtime: float | None = None
         self.cleaned_through = -1
         self._batches: dict[int, list[FileEntry]] = {}
-        self._seen: set[str] = set()
+        self._seen: dict[str, tuple[int, FileEntry]] = {}
         self._compacts: list[tuple[int, int]] = []
         self._plain: list[int] = []
         self._loaded = False
@@ -66,6 +70,11 @@ class FileLog:
 
     def seen(self, entry: FileEntry) -> bool:
         return self.key(entry) in self._seen
+
+    def taken_as(self, entry: FileEntry) -> tuple[int, FileEntry] | None:
+        """The last batch that took a file of ``entry``'s identity, with the file's size and
+        time as they were then (the bytes that batch read); None when never taken."""
+        return self._seen.get(self.key(entry))
 
     def files_of(self, batch: int) -> list[FileEntry]:
         """The files batch ``batch`` took; a clear error when the log does not have it."""
@@ -150,7 +159,7 @@ class FileLog:
         self._batches[batch] = files
         self.latest_batch = max(self.latest_batch, batch)
         for entry in files:
-            self._seen.add(self.key(entry))
+            self._seen[self.key(entry)] = (batch, entry)
             if entry.mtime is not None and (
                 self.latest_mtime is None or entry.mtime > self.latest_mtime
             ):

@@ -1,13 +1,16 @@
 """Change notifications for a local folder (watchdog; inotify on Linux).
 
 The watcher only records which paths changed and calls ``on_change``; the source re-reads
-those paths on its own thread at the next trigger. On Linux it also knows which files are
-being written in place (created or modified, not yet closed), so that the source does not
-take a file between its creation and its last write.
+those paths on its own thread at the next trigger. On Linux it also knows how each file got
+its content (:meth:`FolderWatcher.write_state`): a file created in the folder and written in
+place is ``WRITING`` from its creation or first write until its writer closes it
+(close-after-write), then ``WHOLE``; a file renamed or moved into the folder is ``WHOLE`` at
+once. A file the watcher saw no event for (present before the watch began) has no state.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import threading
@@ -15,16 +18,50 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FolderWatcher"]
+__all__ = ["WRITE_TIMEOUT", "FolderWatcher", "WriteState"]
 
 log = logging.getLogger("microbatch.file")
 
 _MAX_PATHS = 10_000
 """More changed paths than this between two triggers: a full listing is cheaper."""
 
-WRITE_TIMEOUT = 5.0
-"""A file written in place counts as finished this long after its last write even when no
-close was seen (a hard link, a lost notification)."""
+_MAX_STATES = 10_000
+"""Write states kept before old ones are dropped (a file whose state was dropped is judged
+by its size and modification time, as one present before the watch began)."""
+
+WRITE_TIMEOUT = 30.0
+"""A file written in place and not closed, with no write for this long, is looked up in
+``/proc``: while a process this one can see holds it open for writing it stays ``WRITING``
+(looked up again after as long); otherwise (the close notification was lost, or the writer
+is a process of another user) it counts as finished."""
+
+CREATE_TIMEOUT = 0.25
+"""A file reported created but not written since is looked up in ``/proc`` after this long:
+a writer (``cp``, ``open`` then ``write``) holds it open, a file linked into place (``ln``) or
+reported for a folder moved in whole is not held open by anyone."""
+
+_WRITERS_TTL = 1.0
+"""How long one scan of ``/proc`` for files open for writing is reused."""
+
+
+class _StopRaceFilter(logging.Filter):
+    """Drops watchdog's "queue_events() called when the thread is inactive" error: watchdog
+    7 logs it when an event arrives while its inotify thread is being stopped, which
+    :meth:`FolderWatcher.stop` does on every stop of a busy folder. Nothing is lost by it (the
+    watch is over); as an ERROR line it would only alarm whoever reads the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in str(record.msg)
+
+
+_STOP_RACE_FILTER = _StopRaceFilter()
+
+
+class WriteState(enum.Enum):
+    WRITING = "writing"
+    """Created or written in place, not closed since."""
+    WHOLE = "whole"
+    """Moved into place, or closed by its writer, and not written since."""
 
 
 class FolderWatcher:
@@ -39,18 +76,25 @@ class FolderWatcher:
         self._paths: set[str] = set()
         self._relist = False
         self._observer: Any = None
-        self._writing: dict[str, float] = {}
+        self._states: dict[str, tuple[WriteState, float, bool]] = {}
+        """Path: state, ``time.monotonic()`` of its last event, whether it was written."""
         self._track_writes = False
         self._changed = threading.Event()
+        self._writers: tuple[float, frozenset[tuple[int, int]]] = (float("-inf"), frozenset())
 
     @property
     def running(self) -> bool:
         return self._observer is not None
 
+    @property
+    def tracks_writes(self) -> bool:
+        """Whether :meth:`write_state` knows writes in place (inotify, Linux)."""
+        return self._track_writes
+
     def start(self) -> bool:
         """Start watching; False (with a warning) when the folder cannot be watched."""
         from watchdog import events
-        from watchdog.observers import Observer
+        from watchdog.utils import platform
 
         watcher = self
 
@@ -69,7 +113,18 @@ class FolderWatcher:
             events.DirMovedEvent,
             events.DirDeletedEvent,
         ]
-        observer = Observer()
+        linux = platform.is_linux()
+        if linux:
+            # full events: a file moved in from outside the folder is a move (whole), not a
+            # creation (which would be written in place)
+            from watchdog.observers.inotify import InotifyObserver
+
+            logging.getLogger("watchdog.observers.inotify").addFilter(_STOP_RACE_FILTER)
+            observer: Any = InotifyObserver(generate_full_events=True)
+        else:
+            from watchdog.observers import Observer
+
+            observer = Observer()
         try:
             observer.schedule(Handler(), self.folder, recursive=self.recursive, event_filter=wanted)
             observer.daemon = True
@@ -82,20 +137,33 @@ class FolderWatcher:
             )
             return False
         self._observer = observer
-        from watchdog.utils import platform
-
-        self._track_writes = platform.is_linux()
+        self._track_writes = linux
         return True
 
-    def writing_until(self, path: str) -> float | None:
-        """When (``time.monotonic()``) the file at ``path`` counts as finished, if it is being
-        written in place now; None when it is not."""
+    def write_state(self, path: str) -> tuple[WriteState, float] | None:
+        """How the file at ``path`` got its content; None when no event was seen (or writes
+        are not tracked). With ``WRITING`` comes the ``time.monotonic()`` at which to ask
+        again (see :data:`WRITE_TIMEOUT`), with ``WHOLE`` the time of the event."""
         with self._lock:
-            last = self._writing.get(path)
-        if last is None:
+            state = self._states.get(path)
+        if state is None:
             return None
-        until = last + WRITE_TIMEOUT
-        return until if until > time.monotonic() else None
+        if state[0] is WriteState.WRITING:
+            due = state[1] + (WRITE_TIMEOUT if state[2] else CREATE_TIMEOUT)
+            if due > time.monotonic():
+                return WriteState.WRITING, due
+            still = self._open_for_writing(path, since=state[1])
+            with self._lock:
+                if self._states.get(path) == state:
+                    now = time.monotonic()
+                    kind = WriteState.WRITING if still else WriteState.WHOLE
+                    self._states[path] = (kind, now, True)
+                state = self._states.get(path)
+            if state is None:
+                return None
+            if state[0] is WriteState.WRITING:
+                return WriteState.WRITING, state[1] + WRITE_TIMEOUT
+        return state[0], state[1]
 
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a change not yet drained; True if there is one."""
@@ -107,9 +175,8 @@ class FolderWatcher:
             self._changed.clear()
             paths, relist = self._paths, self._relist
             self._paths, self._relist = set(), False
-            if len(self._writing) > 1000:
-                expired = time.monotonic() - WRITE_TIMEOUT
-                self._writing = {p: t for p, t in self._writing.items() if t > expired}
+            if len(self._states) > _MAX_STATES:
+                self._prune()
         return paths, relist
 
     def stop(self) -> None:
@@ -118,12 +185,30 @@ class FolderWatcher:
             observer.stop()
             observer.join(timeout=5)
 
+    def _open_for_writing(self, path: str, *, since: float) -> bool:
+        """Whether a process whose ``/proc`` entries this one may read has ``path`` open for
+        writing (one scan of ``/proc``, made after ``since`` and reused for
+        :data:`_WRITERS_TTL` seconds)."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            return False
+        scanned, writers = self._writers
+        if scanned <= since or time.monotonic() - scanned > _WRITERS_TTL:
+            writers = _files_open_for_writing()
+            self._writers = (time.monotonic(), writers)
+        return (info.st_dev, info.st_ino) in writers
+
+    def _prune(self) -> None:
+        """Drop the oldest states (under the lock): files written in place but finished long
+        ago are judged by their times alone."""
+        keep = sorted(self._states.items(), key=lambda item: item[1][1])[-_MAX_STATES // 2 :]
+        self._states = dict(keep)
+
     def _record(self, event: Any) -> None:
         source = _text(event.src_path)
         target = _text(getattr(event, "dest_path", ""))
-        started = event.event_type == "modified" or (
-            event.event_type == "created" and _empty(source)
-        )
+        kind = event.event_type
         with self._lock:
             if event.is_directory:
                 self._relist = True
@@ -133,22 +218,67 @@ class FolderWatcher:
                     self._paths.clear()
                     self._relist = True
                 if self._track_writes:
-                    if started:
-                        self._writing[source] = time.monotonic()
-                    elif event.event_type != "attrib":  # closed, moved, deleted, filled
-                        self._writing.pop(source, None)
+                    self._track(kind, source, target)
             self._changed.set()
         self._on_change()
+
+    def _track(self, kind: str, source: str, target: str) -> None:
+        """Update the write state of the paths of one event (under the lock)."""
+        now = time.monotonic()
+        states = self._states
+        if kind == "modified":
+            states[source] = (WriteState.WRITING, now, True)
+        elif kind == "created" and not _linked(source):
+            states[source] = (WriteState.WRITING, now, False)
+        elif kind in ("created", "closed"):  # linked into place (``ln``), or closed: whole
+            states[source] = (WriteState.WHOLE, now, False)
+        elif kind == "moved":
+            if source:
+                states.pop(source, None)
+            if target:
+                states[target] = (WriteState.WHOLE, now, False)
+        elif kind == "deleted":
+            states.pop(source, None)
 
 
 def _text(path: str | bytes) -> str:
     return path if isinstance(path, str) else path.decode()
 
 
-def _empty(path: str) -> bool:
-    """A file created empty is being written (open, then write); one that appears with data
-    was renamed or linked into place whole (watchdog reports both as "created")."""
+def _linked(path: str) -> bool:
+    """A file "created" with more than one link was linked into place whole (``ln``); one
+    created by opening it is written in place."""
     try:
-        return os.stat(path).st_size == 0
+        return os.stat(path).st_nlink > 1
     except OSError:
         return False
+
+
+def _files_open_for_writing() -> frozenset[tuple[int, int]]:
+    """``(st_dev, st_ino)`` of every regular file open for writing by a process whose
+    ``/proc/<pid>/fd`` this process may read (its own user's, or all as root)."""
+    found: set[tuple[int, int]] = set()
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return frozenset()
+    for pid in pids:
+        folder = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(folder)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if not os.readlink(f"{folder}/{fd}").startswith("/"):
+                    continue  # a socket, pipe or other non-file
+                with open(f"/proc/{pid}/fdinfo/{fd}") as handle:
+                    flags = next(
+                        int(line.split()[1], 8) for line in handle if line.startswith("flags:")
+                    )
+                if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR):
+                    info = os.stat(f"{folder}/{fd}")
+                    found.add((info.st_dev, info.st_ino))
+            except (OSError, StopIteration, ValueError, IndexError):
+                continue
+    return frozenset(found)

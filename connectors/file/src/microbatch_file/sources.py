@@ -29,6 +29,7 @@ from microbatch.connector import (
 )
 from microbatch.errors import ConfigurationError, CorruptCheckpointError, SchemaError, SourceError
 
+from ._changes import ChangeReport
 from ._cleanup import Cleaner
 from ._discovery import MANIFEST_FOLDER, Discovery
 from ._formats import (
@@ -52,6 +53,7 @@ from ._options import (
 )
 from ._parse_modes import CORRUPT, CsvSettings
 from ._partitions import check_layout, discover_keys, infer_partition_type, partition_scalar
+from ._pickup import Pickup
 from ._selection import Backlog, Taken
 from ._tracking import FileLog
 
@@ -130,8 +132,15 @@ class FileSource(Source):
         if opts.clean_source == "ARCHIVE":
             archive = SourceLocation.resolve(str(opts.source_archive_dir))
         self.cleaner = Cleaner(location, opts.clean_source, archive)
+        self.pickup = Pickup(
+            location,
+            self.discovery,
+            settle=opts.settle_time.total_seconds(),
+            min_age=opts.min_file_age.total_seconds(),
+            streaming=context.streaming,
+        )
+        self.changes = ChangeReport(location, self.log, opts.clean_source, self.describe())
         self._pinned: set[str] | None = None
-        self._observed: dict[str, tuple[int, float]] = {}
         self._cache_budget = 0
         self._timer: threading.Timer | None = None
         self._timer_due = float("inf")
@@ -233,10 +242,22 @@ class FileSource(Source):
         if not self._backlog_filled:
             self._backlog_filled = True
             self._offer(self.discovery.files.values(), ())
+            self.pickup.settle_first(
+                self.backlog.entries, lambda: self._offer(*self.discovery.refresh())
+            )
 
     def _offer(self, changed: Iterable[FileEntry], removed: Iterable[str]) -> None:
-        """Put listed files that were never taken into the backlog."""
-        self.backlog.update([entry for entry in changed if not self.log.seen(entry)], removed)
+        """Put listed files that were never taken into the backlog; report files taken
+        before that changed since (:class:`ChangeReport`)."""
+        fresh = []
+        for entry in changed:
+            if self.log.seen(entry):
+                self.changes.check(entry)
+            else:
+                fresh.append(entry)
+        removed = list(removed)
+        self.changes.forget(removed)
+        self.backlog.update(fresh, removed)
 
     def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
         self._start()
@@ -270,7 +291,7 @@ class FileSource(Source):
         self.log.add_batch(batch, files)
         self.backlog.remove(files)
         for entry in files:
-            self._observed.pop(entry.path, None)
+            self.pickup.forget(entry.path)
         return {"logOffset": batch}
 
     def prepare_available_now(self) -> None:
@@ -319,29 +340,13 @@ class FileSource(Source):
         return lambda entry: entry.mtime is not None and entry.mtime < cutoff
 
     def _ready(self, entry: FileEntry) -> bool:
-        """Not being written in place, and (``minFileAge``) unchanged for that long.
-
-        A file held back sets :attr:`_next_check`, when it may be ready.
-        """
-        now = time.monotonic()
-        until = self.discovery.writing_until(entry.path)
-        if until is not None:
-            self._next_check = min(self._next_check, until)
-            return False
-        age = self.opts.min_file_age.total_seconds()
-        if age <= 0:
+        """Not being written in place (:class:`Pickup`); a file held back sets
+        :attr:`_next_check`, when it may be ready."""
+        due = self.pickup.due(entry)
+        if due is None:
             return True
-        if entry.mtime is not None:
-            wait = entry.mtime + age - time.time()
-        else:
-            seen = self._observed.get(entry.path)
-            if seen is None or seen[0] != entry.size:
-                seen = self._observed[entry.path] = (entry.size, now)
-            wait = seen[1] + age - now
-        if wait > 0:
-            self._next_check = min(self._next_check, now + wait)
-            return False
-        return True
+        self._next_check = min(self._next_check, due)
+        return False
 
     def _report(self, taken: Taken) -> None:
         self.held_back = len(taken.held)
@@ -367,7 +372,9 @@ class FileSource(Source):
         per identity."""
         keep: list[FileEntry] = []
         keys: set[str] = set()
-        recheck = self.opts.min_file_age.total_seconds() > 0
+        # local files are looked at once more (one stat): a file whose writer closed it
+        # just now may have been listed before its last write
+        recheck = self.pickup.min_age > 0 or (self.context.streaming and self.location.local)
         for entry in files:
             if recheck:
                 current = self.listing.entry_for(entry.path)
@@ -376,6 +383,7 @@ class FileSource(Source):
                     continue
                 if current != entry:
                     self.backlog.update([current])
+                    self._wake_at(time.monotonic())
                     continue
             key = self.log.key(entry)
             if key in keys:
@@ -533,7 +541,10 @@ class FileSource(Source):
         return {
             "numFilesSkippedForAge": str(self.skipped_for_age),
             "numFilesHeldBack": str(self.held_back),
+            "numFilesChangedAfterRead": str(self.changes.changed),
+            "numFilesSkippedForReusedName": str(self.changes.reused),
             "numFilesOutstanding": str(len(self.backlog)),
+            "numRowsDroppedByParseMode": str(self.format.dropped_rows()),
         }
 
     # -- the sink's manifest ----------------------------------------------------------------

@@ -371,6 +371,8 @@ class MicroBatchEngine:
         metrics = self.source.metrics()
         if metrics:
             source["metrics"] = metrics
+        transform_metrics = self.pipeline.metrics() if self.pipeline else {}
+        extra = {"transformMetrics": transform_metrics} if transform_metrics else {}
         return StreamingQueryProgress(
             id=self.identity["id"],
             runId=self.identity["runId"],
@@ -385,6 +387,7 @@ class MicroBatchEngine:
             stateOperators=[],
             sources=[source],
             sink={"description": self.sink.describe(), "numOutputRows": output_rows},
+            **extra,
         )
 
 

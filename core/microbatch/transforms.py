@@ -7,6 +7,8 @@ Every transform is a frozen dataclass with ``apply(batch) -> RecordBatch`` and a
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -41,6 +43,20 @@ __all__ = [
 ]
 
 _MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+
+log = logging.getLogger("microbatch.transforms")
+
+
+class _DropCount:
+    """Rows a transform dropped since it was built (splits run on several threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = 0
+
+    def add(self, rows: int) -> None:
+        with self._lock:
+            self.total += rows
 
 
 @runtime_checkable
@@ -285,8 +301,10 @@ class ParseJson:
     corrupt_column: str | None = None
     keep_original: bool = False
     _decoder: JsonDecoder = field(init=False, repr=False, compare=False)
+    _dropped: _DropCount = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_dropped", _DropCount())
         schema = as_schema(self.schema)
         mode = str(self.mode).upper()
         if mode not in _MODES:
@@ -333,8 +351,25 @@ class ParseJson:
             parsed.append((pa.field(self.corrupt_column, pa.string()), corrupt_texts(source, bad)))
         result = self._assemble(batch, index, parsed)
         if bad and self.mode == "DROPMALFORMED":
+            self._dropped.add(len(bad))
+            row = min(bad)
+            log.warning(
+                "%s dropped %d malformed row(s) of a batch of %d, the first at row %d: %s",
+                self.describe(),
+                len(bad),
+                len(source),
+                row,
+                bad[row] or self._decoder.reason(raw_text(source, row)),
+            )
             return result.filter(pa.array([row not in bad for row in range(len(source))]))
         return result
+
+    def metrics(self) -> dict[str, int]:
+        """``numRowsDroppedByParseMode``: in DROPMALFORMED mode, the rows removed since the
+        query started (nothing in the other modes, which drop no row)."""
+        if self.mode != "DROPMALFORMED":
+            return {}
+        return {"numRowsDroppedByParseMode": self._dropped.total}
 
     def _assemble(
         self, batch: pa.RecordBatch, index: int, parsed: list[tuple[pa.Field, pa.Array]]
@@ -385,6 +420,17 @@ class Pipeline:
 
     def explain_lines(self) -> list[str]:
         return [step.describe() for step in self.steps]
+
+    def metrics(self) -> dict[str, str]:
+        """The counters of the steps that keep some (``metrics()``), summed by name, as
+        progress records show them (strings, like source metrics)."""
+        totals: dict[str, int] = {}
+        for step in self.steps:
+            counters = getattr(step, "metrics", None)
+            if callable(counters):
+                for name, value in counters().items():
+                    totals[name] = totals.get(name, 0) + int(value)
+        return {name: str(value) for name, value in totals.items()}
 
     def __iter__(self) -> Iterator[Transform]:
         return iter(self.steps)

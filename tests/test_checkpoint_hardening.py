@@ -446,6 +446,35 @@ def test_stop_with_a_timeout_raises_while_a_batch_runs_and_the_stop_stands(
         query.stop(timeout=0)
 
 
+def test_the_session_stop_timeout_applies_to_a_stop_without_one(
+    session: mb.Session, tmp_path: Path
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(batch: pa.Table, batch_id: int) -> None:
+        entered.set()
+        release.wait(10)
+
+    session.conf.set("stopTimeout", "200 milliseconds")
+    query = (
+        session.read_stream.format("rate-micro-batch")
+        .option("rowsPerBatch", 3)
+        .load()
+        .write_stream.foreach_batch(slow)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .start()
+    )
+    assert entered.wait(5)
+    try:
+        with pytest.raises(errors.QueryStopTimeoutError, match=r"did not stop within 0\.2 s"):
+            query.stop()
+        assert query.is_active
+    finally:
+        release.set()
+    query.stop(timeout=5)  # a timeout given to stop() wins
+    assert not query.is_active and query.exception() is None
+
+
 def test_stop_with_a_timeout_returns_when_the_query_stops_in_time(session: mb.Session) -> None:
     query = (
         session.read_stream.format("rate-micro-batch")

@@ -56,6 +56,8 @@ class StreamingQuery:
         self._redactor = redactor(secrets)
         self._on_end = on_end
         self._engine: MicroBatchEngine | None = None
+        self._stop_timeout = 0.0
+        """The session's ``stopTimeout`` in seconds (0: wait as long as a batch takes)."""
         self._thread: threading.Thread | None = None
         self._terminated = threading.Event()
         self._exception: StreamingQueryException | None = None
@@ -130,10 +132,13 @@ class StreamingQuery:
         that hangs), :class:`~microbatch.errors.QueryStopTimeoutError` is raised. The stop
         request stands and the query stops, with its checkpoint intact, once the batch ends;
         call ``stop()`` or ``await_termination()`` again to wait for that. Without a timeout,
-        ``stop()`` waits as long as the batch takes.
+        the session's ``stopTimeout`` applies; when that is 0 (the default), ``stop()`` waits
+        as long as the batch takes.
         """
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"timeout must be positive, got {timeout}")
+        if timeout is None and self._stop_timeout > 0:
+            timeout = self._stop_timeout
         if self._engine is not None:
             self._engine.request_stop()
         if self._thread is None or self._thread is threading.current_thread():

@@ -66,6 +66,14 @@ SESSION_OPTIONS = OptionSpec(
         doc="Let sources that can (files) infer a schema when none is given.",
     ),
     Option(
+        name="stopTimeout",
+        type="duration",
+        default=timedelta(0),
+        doc="How long query.stop() waits for a running batch before it raises "
+        "QueryStopTimeoutError (0: as long as the batch takes). A timeout given to stop() "
+        "itself wins.",
+    ),
+    Option(
         name="forceDeleteTempCheckpointLocation",
         type="bool",
         default=False,

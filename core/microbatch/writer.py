@@ -256,6 +256,7 @@ class DataStreamWriter:
                 on_end=on_end,
             )
             query.run_id = run_id
+            query._stop_timeout = session.conf.get("stopTimeout").total_seconds()
             engine = self._engine(source, sink, output_schema, checkpoint, query)
             wake_target.append(engine)
             engine.recover()

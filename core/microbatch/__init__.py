@@ -37,7 +37,16 @@ from .errors import (
     UnknownFormatError,
 )
 from .hookspecs import hookimpl
-from .options import Option, Options, OptionSpec
+from .options import (
+    AtLeastOneOf,
+    AtMostOneOf,
+    ExactlyOneOf,
+    Option,
+    Options,
+    OptionSpec,
+    Requires,
+    Rule,
+)
 from .state import StateStore
 
 if TYPE_CHECKING:
@@ -87,8 +96,11 @@ def lit(value: Any) -> Any:
 
 
 __all__ = [
+    "AtLeastOneOf",
+    "AtMostOneOf",
     "BatchSink",
     "ConfigurationError",
+    "ExactlyOneOf",
     "Guarantee",
     "MicrobatchError",
     "Offset",
@@ -103,6 +115,8 @@ __all__ = [
     "ReadMaxBytes",
     "ReadMaxFiles",
     "ReadMaxRows",
+    "Requires",
+    "Rule",
     "Session",
     "Sink",
     "SinkContext",

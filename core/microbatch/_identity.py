@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from ._secret_keys import mask_credentials
 from .options import normalize
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ def identity_of(
     format_name: str, spec: OptionSpec, options: Options, *, exact_location: bool = False
 ) -> dict[str, Any]:
     """The default identity of a connector: its format, its ``path`` (absolute) and the value of
-    every option declared with ``identity=True`` (secret ones excepted).
+    every option declared with ``identity=True`` (secret ones excepted; the password of a URL
+    with credentials is replaced by ``***``).
 
     ``exact_location`` keeps ``.``, ``..`` and doubled slashes in a local path (see
     :func:`normalize_location`): a source that keys what it has read by path must use it."""
@@ -44,7 +46,7 @@ def identity_of(
         value = options[option.name]
         if is_location and isinstance(value, str):
             value = normalize_location(value, exact=exact_location)
-        found[option.name] = _jsonable(value)
+        found[option.name] = _jsonable(mask_credentials(value))  # no URL password on disk
     return found
 
 

@@ -10,6 +10,7 @@ Source lifecycle (one query run)::
     2. initial_offset()                  once, only when the checkpoint has no offsets yet
     3. prepare_available_now()           once, only under the available-now trigger
     4. latest_offset(start, limit)       every trigger; returns ``start`` when nothing is new
+       report_latest_offset()            right after; where the data ends (progress only)
     5. plan(start, end)                  once per batch (again on replay, with the same offsets)
     6. read(split)                       once per split, maybe in parallel threads
     7. commit(end)                       after the batch ending at ``end`` is durably written
@@ -253,6 +254,16 @@ class Source(_Connector, ABC):
         Return ``start`` itself (an equal dict) when nothing new has arrived: no batch runs.
         Called on every trigger, often (every few milliseconds) while idle: keep it cheap.
         """
+
+    def report_latest_offset(self) -> Offset | None:
+        """Where the source's available data ends, for the progress record's
+        ``latestOffset`` (Spark's ``reportLatestOffset``); ``None`` when unknown (the default).
+
+        Called right after each :meth:`latest_offset`, on the query's thread. It may be beyond
+        the batch's end when a read limit holds data back; it never moves the query. Keep it
+        cheap: answer from what ``latest_offset`` just learnt.
+        """
+        return None
 
     @abstractmethod
     def plan(self, start: Offset, end: Offset) -> list[Any]:

@@ -105,6 +105,8 @@ class MicroBatchEngine:
         self._last_trigger_start: float | None = None  # of any trigger: drives the schedule
         self._last_batch_start: float | None = None  # of a trigger that ran a batch: for rates
         self._last_idle_report = float("-inf")
+        self._reported_latest: Offset | None = None
+        """What the source last said of where its data ends (``latestOffset`` in progress)."""
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> None:
@@ -151,6 +153,7 @@ class MicroBatchEngine:
     def _run_pending(self) -> None:
         if self._pending is not None and not self.stop_requested.is_set():
             entry, self._pending = self._pending, None
+            self._reported_latest = None  # a replay does not ask the source for its end
             self._run_batch(entry, trigger_start=time.time(), latest_ms=0.0, replay=True)
 
     def _run_once(self) -> None:
@@ -196,6 +199,7 @@ class MicroBatchEngine:
         self._set_status(f"Getting offsets from {self.source.describe()}", False, True)
         clock = time.perf_counter()
         end = self.source.latest_offset(self._start, limit)
+        self._reported_latest = self.source.report_latest_offset()
         latest_ms = (time.perf_counter() - clock) * 1000
         if end == self._start:
             self._idle(trigger_start, latest_ms)
@@ -363,7 +367,7 @@ class MicroBatchEngine:
             "description": self.source.describe(),
             "startOffset": start,
             "endOffset": end,
-            "latestOffset": end,
+            "latestOffset": self._reported_latest,
             "numInputRows": input_rows,
             "inputRowsPerSecond": input_rate,
             "processedRowsPerSecond": processed_rate,

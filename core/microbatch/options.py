@@ -4,48 +4,50 @@ A connector declares its options once, as an :class:`OptionSpec` of :class:`Opti
 Users may spell a name in Spark's camelCase (``rowsPerSecond``), snake_case
 (``rows_per_second``) or any letter case. :meth:`OptionSpec.parse` checks everything at once and
 raises one :class:`~microbatch.errors.OptionError` listing every problem, with a "did you mean"
-for unknown names. Values of ``secret`` options never appear in ``repr``, errors or progress.
+for unknown names. Each option may carry a ``validate`` callable, and the spec rules over
+several options (:class:`ExactlyOneOf`, :class:`AtMostOneOf`, :class:`AtLeastOneOf`,
+:class:`Requires`, :class:`Rule`, see :mod:`microbatch._option_rules`): their problems are in
+the same error. A default goes through the same conversion as a value, when it is declared.
+
+Values of ``secret`` options, of passthrough keys that name a secret (see
+:mod:`microbatch._secret_keys`) and the passwords of URLs with credentials
+(``scheme://user:***@host``) never appear in ``repr``, errors or progress.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
+from ._option_rules import AtLeastOneOf, AtMostOneOf, ExactlyOneOf, OptionRule, Requires, Rule
 from ._redact import REDACTED, redactor
+from ._secret_keys import is_secret_key, mask_credentials, url_passwords
 from .durations import parse_duration
 from .errors import OptionError
 
 __all__ = [
     "REDACTED",
+    "AtLeastOneOf",
+    "AtMostOneOf",
+    "ExactlyOneOf",
     "Option",
+    "OptionRule",
     "OptionSpec",
     "OptionType",
     "Options",
+    "Requires",
+    "Rule",
     "normalize",
     "redact_error",
     "scrub",
 ]
 
 OptionType = Literal["string", "int", "float", "bool", "duration", "list", "json", "object"]
-# Passthrough option names containing any of these are treated as secrets.
-_SECRET_WORDS = (
-    "password",
-    "passwd",
-    "secret",
-    "jaas",
-    "token",
-    "credential",
-    "key",
-    "auth",
-    "keystore",
-    "truststore",
-    "certificate",
-)
+Validator = Callable[[Any], "str | bool | None"]
 
 
 def normalize(name: str) -> str:
@@ -73,6 +75,11 @@ class Option:
     ``identity`` marks an option whose value says *what* is read or written (a topic, a table):
     it is recorded in the checkpoint and a query started with another value is refused (see
     ``Source.identity``).
+
+    ``validate`` checks a converted value: it returns ``None`` (or ``True``) when the value is
+    acceptable, and a message (or ``False``) when it is not, or raises ``ValueError`` with the
+    message. A ``default`` is converted and validated when the option is declared: a default
+    that would be refused as a value raises ``ValueError`` naming the option.
     """
 
     name: str
@@ -85,6 +92,17 @@ class Option:
     identity: bool = False
     minimum: float | None = None
     maximum: float | None = None
+    validate: Validator | None = None
+
+    def __post_init__(self) -> None:
+        if self.default is None:
+            return
+        try:
+            converted = self.convert(self.default)
+        except ValueError as error:
+            shown = "" if self.secret or self.type == "object" else f" {self.default!r}"
+            raise ValueError(f"option {self.name!r}: default{shown} is invalid: {error}") from None
+        object.__setattr__(self, "default", converted)
 
     @property
     def key(self) -> str:
@@ -108,6 +126,12 @@ class Option:
             raise ValueError(f"must be at least {_show_number(self.minimum)}")
         if self.maximum is not None and number > self.maximum:
             raise ValueError(f"must be at most {_show_number(self.maximum)}")
+        if self.validate is not None:
+            verdict = self.validate(converted)
+            if verdict is False:
+                raise ValueError("is not accepted")
+            if isinstance(verdict, str) and verdict:
+                raise ValueError(verdict)
         return converted
 
     def shown(self, value: Any) -> str:
@@ -116,7 +140,7 @@ class Option:
             return REDACTED
         if self.type == "object" and value is not None:
             return f"<{type(value).__name__}>"
-        return repr(value)
+        return repr(mask_credentials(value))
 
 
 def _show_number(value: float) -> str:
@@ -210,6 +234,11 @@ class Options(Mapping[str, Any]):
         self.passthrough: dict[str, Any] = passthrough or {}
         self._given = given
 
+    @property
+    def spec(self) -> OptionSpec:
+        """The declarations these values were parsed with."""
+        return self._spec
+
     def __getitem__(self, name: str) -> Any:
         option = self._spec.get(name)
         if option is None:
@@ -239,19 +268,15 @@ class Options(Mapping[str, Any]):
         """Every value as it may be displayed, secrets replaced."""
         shown = {name: self._spec[name].shown(value) for name, value in self._values.items()}
         for key in self.passthrough:
-            shown[key] = (
-                REDACTED if self._spec.is_secret_passthrough(key) else repr(self.passthrough[key])
-            )
+            value = self.passthrough[key]
+            secret = self._spec.is_secret_passthrough(key) and value is not None
+            shown[key] = REDACTED if secret else repr(mask_credentials(value))
         return shown
 
     def secret_values(self) -> list[str]:
-        """Non-empty string forms of secret values, for :func:`scrub`."""
-        values = [value for name, value in self._values.items() if self._spec[name].secret] + [
-            value
-            for key, value in self.passthrough.items()
-            if self._spec.is_secret_passthrough(key)
-        ]
-        return [text for value in values if value is not None for text in _secret_texts(value)]
+        """Non-empty string forms of secret values, for :func:`scrub`: declared secrets, secret
+        passthrough keys, and the passwords of URLs with credentials in any other value."""
+        return self._spec.secret_values(self._values, self.passthrough)
 
     def __repr__(self) -> str:
         body = ", ".join(f"{name}={value}" for name, value in self.redacted().items())
@@ -262,23 +287,33 @@ class OptionSpec:
     """The options a connector declares.
 
     ``prefixes`` (for example ``("kafka.",)``) admit any option starting with them, passed
-    through to a client; passthrough keys containing one of ``secret_words`` are redacted.
+    through to a client. A passthrough key is a secret when it matches the known secret key
+    patterns (``password``, ``sasl.jaas.config``, ``api.key``..., see
+    :mod:`microbatch._secret_keys`) or is one of ``secret_keys`` (exact keys without the prefix,
+    any case). ``rules`` are checked over several options (see :mod:`microbatch._option_rules`);
+    a rule naming an undeclared option raises ``ValueError``.
     """
 
     def __init__(
         self,
         *options: Option,
         prefixes: tuple[str, ...] = (),
-        secret_words: tuple[str, ...] = _SECRET_WORDS,
+        rules: tuple[OptionRule, ...] = (),
+        secret_keys: tuple[str, ...] = (),
     ) -> None:
         self.options = tuple(options)
         self.prefixes = prefixes
-        self.secret_words = secret_words
+        self.rules = tuple(rules)
+        self.secret_keys = tuple(secret_keys)
         self._by_key: dict[str, Option] = {}
         for option in options:
             if option.key in self._by_key:
                 raise ValueError(f"option {option.name!r} is declared twice")
             self._by_key[option.key] = option
+        for rule in self.rules:
+            unknown = [name for name in rule.names if self.get(name) is None]
+            if unknown:
+                raise ValueError(f"{rule!r} names undeclared options: {', '.join(unknown)}")
 
     def __repr__(self) -> str:
         return f"OptionSpec({', '.join(option.name for option in self.options)})"
@@ -298,23 +333,48 @@ class OptionSpec:
     def extend(self, *options: Option) -> OptionSpec:
         """A new spec with ``options`` added (used by connectors that share a base spec)."""
         return OptionSpec(
-            *self.options, *options, prefixes=self.prefixes, secret_words=self.secret_words
+            *self.options,
+            *options,
+            prefixes=self.prefixes,
+            rules=self.rules,
+            secret_keys=self.secret_keys,
         )
 
     def is_secret_passthrough(self, key: str) -> bool:
-        lowered = key.lower()
-        return any(word in lowered for word in self.secret_words)
+        """True when passthrough key ``key`` (without its prefix) holds a secret."""
+        return is_secret_key(key, self.secret_keys)
+
+    def secret_values(self, values: Mapping[str, Any], passthrough: Mapping[str, Any]) -> list[str]:
+        """The texts to scrub for these declared ``values`` and ``passthrough`` values."""
+        found: list[Any] = []
+        for name, value in values.items():
+            option = self.get(name)
+            if value is None or option is None:
+                continue
+            if option.type == "object" and not option.secret:
+                continue
+            found += [value] if option.secret else url_passwords(value)
+        for key, value in passthrough.items():
+            if value is not None:
+                found += [value] if self.is_secret_passthrough(key) else url_passwords(value)
+        texts: list[str] = []
+        for value in found:
+            texts += [text for text in _secret_texts(value) if text not in texts]
+        return texts
 
     def parse(self, raw: Mapping[str, Any], *, connector: str) -> Options:
         """Validate ``raw`` and return the typed values, defaults filled in.
 
         Raises one :class:`OptionError` listing every unknown name (with a suggestion), every
-        value of the wrong type or out of range, and every missing required option.
+        value of the wrong type, out of range or refused by its validator, every missing required
+        option and every broken rule. No secret value appears in it.
         """
         problems: list[str] = []
         values = {option.name: option.default for option in self.options}
         passthrough: dict[str, Any] = {}
         given: set[str] = set()
+        failed: set[str] = set()
+        raw_values: dict[str, Any] = {}  # as given, for scrubbing the problems
         for name, value in raw.items():
             prefix = next((p for p in self.prefixes if name.lower().startswith(p.lower())), None)
             if prefix is not None:
@@ -326,21 +386,29 @@ class OptionSpec:
                 continue
             if value is None:
                 continue
+            raw_values[option.name] = value
             try:
                 values[option.name] = option.convert(value)
                 given.add(option.name)
             except ValueError as error:
+                failed.add(option.name)
                 shown = "" if option.secret or option.type == "object" else f" {value!r}"
+                shown = mask_credentials(shown)
                 problems.append(f"invalid value{shown} for option '{option.name}': {error}")
         for option in self.options:
-            if option.required and values[option.name] is None:
+            if option.required and values[option.name] is None and option.name not in failed:
                 problems.append(
                     f"missing required option '{option.name}': {option.doc}".rstrip(": ")
                 )
+        options = Options(self, values, passthrough, frozenset(given))
+        for rule in self.rules:
+            problems += rule.problems(options, given | failed, failed)
         if problems:
+            secrets = self.secret_values(values, passthrough) + self.secret_values(raw_values, {})
+            problems = [scrub(problem, secrets) for problem in problems] if secrets else problems
             listing = "\n".join(f"  - {problem}" for problem in problems)
             raise OptionError(f"Invalid options for '{connector}':\n{listing}", problems)
-        return Options(self, values, passthrough, frozenset(given))
+        return options
 
     def _unknown(self, name: str) -> str:
         candidates = {option.key: option.name for option in self.options}

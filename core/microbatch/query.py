@@ -103,25 +103,38 @@ class StreamingQuery:
             raise self._exception
         return ended if timeout is not None else None
 
-    def process_all_available(self) -> None:
+    def process_all_available(self, timeout: float | None = None) -> bool:
         """Block until everything available now is processed and committed.
 
-        Raises the query's error if it fails meanwhile. Returns at once on a stopped query.
-        May never return for a source that always has new data (``rate``).
+        Returns ``True`` once the query has caught up: a trigger that started after this call
+        found nothing new, every batch before it committed. Returns ``True`` at once, too, on
+        a query that has ended (nothing more will be processed). With ``timeout`` (seconds),
+        returns ``False`` when it passes first; the query keeps running. A source that always
+        has new data (``rate``, ``rate-micro-batch``) may never catch up: give it a timeout.
+        Raises the query's error if it fails meanwhile.
         """
+        if timeout is not None and timeout <= 0:
+            raise ConfigurationError(f"timeout must be positive, got {timeout}")
         self._refuse_on_query_thread("process_all_available")
         engine = self._engine
         if engine is None or not self.is_active:
             if self._exception is not None:
                 raise self._exception
-            return
+            return True
         called_at = time.time()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        caught_up = True
         engine.wake.set()
         with engine.idle_condition:
             while engine.caught_up_at < called_at and self.is_active:
-                engine.idle_condition.wait(0.05)
+                remaining = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+                if remaining <= 0:
+                    caught_up = False
+                    break
+                engine.idle_condition.wait(remaining)
         if self._exception is not None:
             raise self._exception
+        return caught_up
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop the query and wait for its thread to finish (idempotent).

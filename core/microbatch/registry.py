@@ -97,6 +97,13 @@ class ConnectorRegistry:
         name = cls.format_name
         if not name:
             raise PluginLoadError(f"{cls.__qualname__} has no format_name")
+        undocumented = [option.name for option in cls.options if not option.doc.strip()]
+        if undocumented:
+            raise PluginLoadError(
+                f"connector '{name}' ({role}, {cls.__qualname__}) declares options without a "
+                f"doc: {', '.join(repr(option) for option in undocumented)}; give each "
+                "Option a doc='...' sentence (it is shown in the option reference)"
+            )
         key = (role, normalize(name))
         plugin, distribution, version = self._current
         existing = self._connectors.get(key)
@@ -200,8 +207,11 @@ class ConnectorRegistry:
         if close:
             lines[0] += f" Did you mean '{close[0]}'?"
         lines.append(f"Installed {kind}s: {', '.join(installed) or 'none'}.")
+        other_role = self._other_role(role, format_name)
         distribution = _FIRST_PARTY.get(normalize(format_name).replace("_", "-"))
-        if distribution:
+        if other_role is not None:
+            lines.insert(1, other_role)
+        elif distribution:
             lines.append(
                 f"It is provided by the distribution '{distribution}': pip install {distribution}"
             )
@@ -216,6 +226,22 @@ class ConnectorRegistry:
                 f"failed to load: {failure.error}"
             )
         return "\n".join(lines)
+
+    def _other_role(self, role: Role | None, format_name: str) -> str | None:
+        """The explanation when ``format_name`` is installed, but only in the other role."""
+        if role is None:
+            return None
+        other: Role = "sink" if role == "source" else "source"
+        info = self._connectors.get((other, normalize(format_name)))
+        if info is None:
+            return None
+        origin = f"{info.distribution} {info.version}".strip()
+        readers, writers = "read_stream or read", "write_stream"
+        refused, usable = (readers, writers) if other == "sink" else (writers, readers)
+        return (
+            f"'{info.format_name}' is installed as a {other} only (distribution {origin}): "
+            f"it cannot be used with {refused}, only with {usable}."
+        )
 
 
 def _describe(error: BaseException) -> str:

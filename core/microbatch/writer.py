@@ -122,6 +122,11 @@ class DataStreamWriter:
         info = session.registry.find("sink", self._format)
         sink_class: Any = info.cls
         check_sink_supports(sink_class, self._output_mode, self._partition_by)
+        if self._output_mode == OutputMode.COMPLETE:  # Spark's check: no query aggregates yet
+            raise UnsupportedOperationError(
+                "Complete output mode not supported when there are no streaming aggregations "
+                "on streaming DataFrames/Datasets; use append or update"
+            )
         raw = dict(self._options)
         location = _pop(raw, "checkpointLocation")
         if path is not None:

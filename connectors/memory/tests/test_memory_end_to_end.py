@@ -11,7 +11,7 @@ import pytest
 
 import microbatch as mb
 from microbatch import ConfigurationError
-from microbatch.errors import StreamingQueryException
+from microbatch.errors import StreamingQueryException, UnsupportedOperationError
 from microbatch_memory import MemoryStream, memory_table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -182,23 +182,14 @@ def test_a_batch_replayed_after_a_crash_is_applied_once(tmp_path: Path) -> None:
             restarted.stop()
 
 
-def test_complete_mode_keeps_only_the_latest_batch(session: mb.Session) -> None:
+def test_complete_mode_is_refused_without_an_aggregation(session: mb.Session) -> None:
+    # The sink's complete mode (replace the table each batch) is tested on the sink itself:
+    # as in Spark, a query reaches it only through an aggregation, which microbatch lacks.
     stream = MemoryStream(SCHEMA)
-    query = (
-        stream.to_frame(session)
-        .write_stream.format("memory")
-        .query_name("latest")
-        .output_mode("complete")
-        .start()
-    )
-    try:
-        stream.add_data(rows(1, 2))
-        query.process_all_available()
-        stream.add_data(rows(3))
-        query.process_all_available()
-        assert ids(session.table("latest")) == [3]
-    finally:
-        query.stop()
+    writer = stream.to_frame(session).write_stream.format("memory").query_name("latest")
+    with pytest.raises(UnsupportedOperationError, match="no streaming aggregations"):
+        writer.output_mode("complete").start()
+    assert session.streams.active == []
 
 
 def test_batch_read_of_a_memory_stream(session: mb.Session) -> None:

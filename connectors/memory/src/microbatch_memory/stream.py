@@ -164,6 +164,7 @@ class MemoryStreamSource(Source):
                 "use MemoryStream(schema).to_frame(session)"
             )
         self.stream: MemoryStream = stream
+        self._available: int | None = None
         stream.subscribe(context.wake)
 
     @property
@@ -177,10 +178,14 @@ class MemoryStreamSource(Source):
         return {"offset": 0}
 
     def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
-        available = self.stream.num_batches
+        available = self._available = self.stream.num_batches
         if available <= _position(start):
             return start
         return {"offset": available}
+
+    def report_latest_offset(self) -> Offset | None:
+        """The stream's offset at the last :meth:`latest_offset` (batches added so far)."""
+        return None if self._available is None else {"offset": self._available}
 
     def plan(self, start: Offset, end: Offset) -> list[Any]:
         first, last = _position(start), _position(end)

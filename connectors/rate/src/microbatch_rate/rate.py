@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 from microbatch import Offset, Option, OptionSpec, ReadLimit, Source, SourceContext
 from microbatch.errors import (
     CorruptCheckpointError,
-    OptionError,
     SourceError,
     UnsupportedOperationError,
 )
@@ -51,6 +50,13 @@ def value_at_second(seconds: int, rows_per_second: int, ramp_up_seconds: int) ->
     return ramped + (seconds - ramp_up_seconds) * rows_per_second
 
 
+def _whole_seconds_problem(duration: timedelta) -> str | None:
+    """The validator of ``rampUpTime``: the ramp-up is counted in whole seconds."""
+    if duration.total_seconds().is_integer():
+        return None
+    return "must be a whole number of seconds, such as '5 seconds'"
+
+
 class RateSource(Source):
     """Rows ``(timestamp, value)`` at ``rowsPerSecond``, as Spark's ``rate`` source.
 
@@ -73,6 +79,7 @@ class RateSource(Source):
             name="rampUpTime",
             type="duration",
             default=timedelta(0),
+            validate=_whole_seconds_problem,
             doc=(
                 "How long, in whole seconds, the rate takes to grow linearly to rowsPerSecond "
                 "(e.g. '5 seconds')."
@@ -95,6 +102,7 @@ class RateSource(Source):
         self.num_partitions = resolve_partitions(self.opts.num_partitions)
         self._start_ms: int | None = self._stored_start()
         self._last_ms = 0
+        self._latest: Offset | None = None
 
     @property
     def schema(self) -> pa.Schema:
@@ -116,7 +124,13 @@ class RateSource(Source):
         self._last_ms = max(self._last_ms, int(type(self).clock() * 1000))
         elapsed = max(current, (self._last_ms - start_ms) // 1000)
         self._check_overflow(elapsed)
+        self._latest = {"seconds": elapsed}
         return {"seconds": elapsed}
+
+    def report_latest_offset(self) -> Offset | None:
+        """The whole seconds elapsed at the last :meth:`latest_offset` (the source takes no
+        read limit, so this is also the batch's end)."""
+        return self._latest
 
     def plan(self, start: Offset, end: Offset) -> list[Any]:
         first, last = _seconds(start), _seconds(end)
@@ -208,11 +222,4 @@ def _seconds(offset: Offset) -> int:
 
 
 def _whole_seconds(duration: timedelta) -> int:
-    seconds = duration.total_seconds()
-    if not seconds.is_integer():
-        problem = (
-            f"invalid value {duration} for option 'rampUpTime': must be a whole number of "
-            "seconds, such as '5 seconds'"
-        )
-        raise OptionError(f"Invalid options for 'rate':\n  - {problem}", [problem])
-    return int(seconds)
+    return int(duration.total_seconds())  # whole: checked by the option's validator

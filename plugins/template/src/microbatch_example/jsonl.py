@@ -29,6 +29,11 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"cannot write a value of type {type(value).__name__} as JSON")
 
 
+def _not_empty(path: str) -> str | None:
+    """The validator of option ``path`` (a module-level function keeps the options picklable)."""
+    return None if path.strip() else "must not be empty"
+
+
 class JsonLinesSink(mb.Sink):
     """Writes batch ``N`` to ``<path>/batch-<N>.jsonl``, one JSON object per row.
 
@@ -44,6 +49,7 @@ class JsonLinesSink(mb.Sink):
             name="path",
             type="string",
             required=True,
+            validate=_not_empty,
             doc="Folder that receives one file batch-<batch id>.jsonl per batch.",
         ),
     )
@@ -52,10 +58,6 @@ class JsonLinesSink(mb.Sink):
 
     def __init__(self, context: mb.SinkContext) -> None:
         super().__init__(context)
-        if not self.opts.path.strip():
-            raise mb.OptionError(
-                "Invalid options for 'example-jsonl':\n  - option 'path' must not be empty"
-            )
         self.folder = Path(self.opts.path)
         self.folder.mkdir(parents=True, exist_ok=True)
 

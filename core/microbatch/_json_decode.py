@@ -9,7 +9,9 @@ Rows are joined one per line and each starts with "{", so that can only happen w
 spans several blocks and a row holds more than one document (``{"a":1} null``). When no row
 holds a line break the reader splits blocks only between rows; otherwise rows that may hold
 such a ``null`` are found with a regular expression and checked with the stdlib before
-pyarrow sees them.
+pyarrow sees them, and the input is read as one block: a block that starts after a line
+break inside a row with any other value than an object (``{"a":1}\n"x"``, ``\n1``,
+``\ntrue``) aborts the process too (an uncaught C++ exception).
 """
 
 from __future__ import annotations
@@ -138,10 +140,16 @@ class JsonDecoder:
         data = pc.binary_join(one_list, "\n")[0].as_buffer()
         longest = pc.max(pc.binary_length(lines)).as_py() or 0
         block = max(_BLOCK, longest + 2)  # threads only pay off with several blocks
-        options = pajson.ReadOptions(use_threads=data.size > 2 * block, block_size=block)
         parse = self.options
-        if data.size > block and not _line_breaks(lines):
-            parse = self.one_per_line  # blocks then split only between rows
+        if data.size > block:
+            if _line_breaks(lines):
+                # read_json may start a block after a line break inside a row, and a block
+                # starting with a value that is not an object ({"a": 1}\n"x" or \n1 or \nnull)
+                # kills the process: one block, split nowhere
+                block = data.size + 1
+            else:
+                parse = self.one_per_line  # blocks then split only between rows
+        options = pajson.ReadOptions(use_threads=data.size > 2 * block, block_size=block)
         try:
             table = pajson.read_json(pa.BufferReader(data), options, parse)
             if table.num_rows != len(lines):

@@ -90,6 +90,12 @@ class Discovery:
         watcher = self._watcher
         return watcher.write_state(path) if watcher is not None else None
 
+    def held_for_writing(self, path: str) -> bool:
+        """Whether a process still holds the file at ``path`` open for writing (see
+        :meth:`FolderWatcher.held_for_writing`); False when writes are not tracked."""
+        watcher = self._watcher
+        return watcher is not None and watcher.running and watcher.held_for_writing(path)
+
     def activate(self) -> None:
         """Start watching (local folders) from the next :meth:`refresh` on."""
         self._active = True

@@ -124,6 +124,25 @@ def _arrow_can_infer(data: bytes) -> bool:
     return bool(pc.max(opened).as_py() <= _MAX_NESTING)
 
 
+_MAX_DEPTH = 100
+"""Inferred types nested deeper than this are left out of the schema (their documents are
+read as the rest of the data has them): the schema's own handling (merging, checkpoint
+pinning, casts) recurses per level and would exceed Python's recursion limit."""
+
+
+def _depth(dtype: pa.DataType) -> int:
+    """How many levels ``dtype`` nests (1 for a flat type); iterative, for any depth."""
+    deepest, stack = 0, [(dtype, 1)]
+    while stack:
+        current, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(current, pa.StructType):
+            stack.extend((f.type, level + 1) for f in current)
+        elif isinstance(current, pa.ListType | pa.LargeListType):
+            stack.append((current.value_type, level + 1))
+    return deepest
+
+
 def _json_type(value: Any) -> pa.DataType:
     if value is None:
         return pa.null()
@@ -212,16 +231,20 @@ class JsonFormat(FileFormat):
             if not self.multi_line and _arrow_can_infer(data):
                 try:
                     table = pajson.read_json(pa.BufferReader(data))
-                    types.append(pa.struct(list(table.schema)))
-                    continue
+                    whole = pa.struct(list(table.schema))
+                    if _depth(whole) <= _MAX_DEPTH:
+                        types.append(whole)
+                        continue
                 except (pa.ArrowInvalid, UnicodeDecodeError, ValueError):
                     pass
             for document in self._documents(data):
                 if isinstance(document, dict):
                     try:
-                        types.append(_json_type(document))
+                        dtype = _json_type(document)
                     except RecursionError:
                         continue  # nested too deeply to infer; read as malformed
+                    if _depth(dtype) <= _MAX_DEPTH:
+                        types.append(dtype)
         return _merged_schema(types) if types else None
 
     def _documents(self, data: bytes) -> Iterator[Any]:

@@ -3,8 +3,9 @@
 A file moved or renamed into the folder is taken at once. On a local folder watched with
 inotify, a file written in place is taken once its writer closed it. A file no event
 explains (present when the query started, found by a listing, on a filesystem without
-notifications) is taken once its size and modification time have not changed for
-``settleTime``, except on stores that only ever show whole files (object stores, memory) and
+notifications) is taken once no process holds it open for writing (on a local folder watched
+with inotify, as far as ``/proc`` shows) and its size and modification time have not changed
+for ``settleTime``, except on stores that only ever show whole files (object stores, memory) and
 in the output of the file sink (its manifest names only files of committed batches).
 ``minFileAge`` holds every file until it has not changed for that long.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterable
 from ._discovery import Discovery
 from ._listing import FileEntry
 from ._location import SourceLocation
-from ._watch import WriteState
+from ._watch import WRITE_TIMEOUT, WriteState
 
 __all__ = ["START_WAIT", "WHOLE_PROTOCOLS", "Pickup", "publishes_whole"]
 
@@ -62,6 +63,7 @@ class Pickup:
         whole = not streaming or publishes_whole(location) or self._manifest
         self.settle = 0.0 if whole or min_age >= settle else settle  # minFileAge covers it
         self._observed: dict[str, tuple[int, float | None, float]] = {}
+        self._held: dict[str, float] = {}
 
     def due(self, entry: FileEntry) -> float | None:
         """None when ``entry`` may be taken now, else the ``time.monotonic()`` at which to
@@ -71,6 +73,10 @@ class Pickup:
         state = None if self._manifest else self.discovery.write_state(entry.path)
         if state is not None and state[0] is WriteState.WRITING:
             return state[1]
+        if state is None and (self.settle > 0 or self.min_age > 0) and not self._manifest:
+            held = self._held_until(entry.path, now)
+            if held is not None:
+                return held
         due = now
         if self.settle > 0 and state is None:
             due = max(due, self._stable_at(entry, self.settle, now))
@@ -81,6 +87,22 @@ class Pickup:
     def forget(self, path: str) -> None:
         """``path`` was taken (or is gone): drop what was observed of it."""
         self._observed.pop(path, None)
+        self._held.pop(path, None)
+
+    def _held_until(self, path: str, now: float) -> float | None:
+        """For a file no event explained (present when the watch began): while a process
+        still holds it open for writing, the ``time.monotonic()`` at which to look in
+        ``/proc`` again (its writer's close wakes the query before); else None."""
+        until = self._held.get(path)
+        if until is not None and until > now:
+            return until
+        if not self.discovery.held_for_writing(path):
+            self._held.pop(path, None)
+            return None
+        if len(self._held) >= _MAX_OBSERVED:
+            self._held.clear()
+        until = self._held[path] = now + WRITE_TIMEOUT
+        return until
 
     def settle_first(
         self, entries: Callable[[], Iterable[FileEntry]], refresh: Callable[[], None]

@@ -80,7 +80,7 @@ class FolderWatcher:
         """Path: state, ``time.monotonic()`` of its last event, whether it was written."""
         self._track_writes = False
         self._changed = threading.Event()
-        self._writers: tuple[float, frozenset[tuple[int, int]]] = (float("-inf"), frozenset())
+        self._writers: tuple[float, dict[tuple[int, int], list[str]]] = (float("-inf"), {})
 
     @property
     def running(self) -> bool:
@@ -165,6 +165,15 @@ class FolderWatcher:
                 return WriteState.WRITING, state[1] + WRITE_TIMEOUT
         return state[0], state[1]
 
+    def held_for_writing(self, path: str) -> bool:
+        """Whether a process whose ``/proc`` entries this one may read holds ``path`` open for
+        writing now (one scan of ``/proc``, reused for :data:`_WRITERS_TTL` seconds); False
+        when writes are not tracked. For files the watcher saw no event for: a file its
+        writer opened before the watch began and is still writing."""
+        if not self._track_writes:
+            return False
+        return self._open_for_writing(path, since=float("-inf"))
+
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a change not yet drained; True if there is one."""
         return self._changed.wait(timeout)
@@ -193,11 +202,11 @@ class FolderWatcher:
             info = os.stat(path)
         except OSError:
             return False
-        scanned, writers = self._writers
+        scanned, opened = self._writers
         if scanned <= since or time.monotonic() - scanned > _WRITERS_TTL:
-            writers = _files_open_for_writing()
-            self._writers = (time.monotonic(), writers)
-        return (info.st_dev, info.st_ino) in writers
+            opened = _open_files()
+            self._writers = (time.monotonic(), opened)
+        return any(_for_writing(fdinfo) for fdinfo in opened.get((info.st_dev, info.st_ino), ()))
 
     def _prune(self) -> None:
         """Drop the oldest states (under the lock): files written in place but finished long
@@ -254,14 +263,16 @@ def _linked(path: str) -> bool:
         return False
 
 
-def _files_open_for_writing() -> frozenset[tuple[int, int]]:
-    """``(st_dev, st_ino)`` of every regular file open for writing by a process whose
-    ``/proc/<pid>/fd`` this process may read (its own user's, or all as root)."""
-    found: set[tuple[int, int]] = set()
+def _open_files() -> dict[tuple[int, int], list[str]]:
+    """``(st_dev, st_ino)`` of every file open in a process whose ``/proc/<pid>/fd`` this
+    process may read (its own user's, or all as root), with the ``/proc/<pid>/fdinfo/<fd>``
+    paths that tell how each is open (read only for the files asked about: reading every
+    one would cost most of the scan)."""
+    found: dict[tuple[int, int], list[str]] = {}
     try:
         pids = [name for name in os.listdir("/proc") if name.isdigit()]
     except OSError:
-        return frozenset()
+        return found
     for pid in pids:
         folder = f"/proc/{pid}/fd"
         try:
@@ -272,13 +283,18 @@ def _files_open_for_writing() -> frozenset[tuple[int, int]]:
             try:
                 if not os.readlink(f"{folder}/{fd}").startswith("/"):
                     continue  # a socket, pipe or other non-file
-                with open(f"/proc/{pid}/fdinfo/{fd}") as handle:
-                    flags = next(
-                        int(line.split()[1], 8) for line in handle if line.startswith("flags:")
-                    )
-                if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR):
-                    info = os.stat(f"{folder}/{fd}")
-                    found.add((info.st_dev, info.st_ino))
-            except (OSError, StopIteration, ValueError, IndexError):
+                info = os.stat(f"{folder}/{fd}")
+            except OSError:
                 continue
-    return frozenset(found)
+            found.setdefault((info.st_dev, info.st_ino), []).append(f"/proc/{pid}/fdinfo/{fd}")
+    return found
+
+
+def _for_writing(fdinfo: str) -> bool:
+    """Whether the descriptor ``fdinfo`` describes is open for writing (False once gone)."""
+    try:
+        with open(fdinfo) as handle:
+            flags = next(int(line.split()[1], 8) for line in handle if line.startswith("flags:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return False
+    return flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR)

@@ -22,11 +22,15 @@ import json
 import os
 import re
 import socket
+import time
+from collections.abc import Callable
 from typing import Any
+
+from fsspec.implementations.local import LocalFileSystem
 
 from .state import StateStore
 
-__all__ = ["acquire_lock", "lock_holder", "parse_lock"]
+__all__ = ["acquire_lock", "lock_holder", "parse_lock", "young_lock_temporary"]
 
 LOCK = "lock"
 _AGAIN = "look at the lock again"
@@ -126,11 +130,34 @@ def _markers(root: StateStore) -> dict[str, dict[int, str]]:
 def _sweep_markers(root: StateStore) -> None:
     """Remove takeover markers once the lock is ours: none of them can win any more, since
     each is named after a lock content that is gone."""
-    names = [name for generations in _markers(root).values() for name in generations.values()]
-    names += [name for name in root.names(hidden=True) if _SET_ASIDE.fullmatch(name)]
-    for name in names:
-        with contextlib.suppress(OSError):
-            root.delete(name)
+    for name in root.names(hidden=True):
+        if _MARKER.fullmatch(name) or _SET_ASIDE.fullmatch(name):
+            with contextlib.suppress(OSError):
+                root.delete(name)
+
+
+_LOCK_TEMPORARY_AGE = 600.0
+"""Seconds after which a temporary file of a lock attempt is surely abandoned (an attempt
+writes it and links it into place within milliseconds)."""
+
+
+def young_lock_temporary(root: StateStore) -> Callable[[str], bool]:
+    """Whether a temporary file of ``root`` belongs to a lock or takeover-marker write that
+    another process may still be making (local files: younger than
+    :data:`_LOCK_TEMPORARY_AGE`; elsewhere always, as their age cannot be read the same way)."""
+
+    def keep(name: str) -> bool:
+        if not name.startswith((".lock.", "..lock.")):
+            return False
+        if not isinstance(root.fs, LocalFileSystem):
+            return True
+        try:
+            age = time.time() - os.path.getmtime(root.location(name))
+        except OSError:
+            return True
+        return age < _LOCK_TEMPORARY_AGE
+
+    return keep
 
 
 def _process_alive(pid: int) -> bool:

@@ -41,7 +41,7 @@ def inspect_checkpoint(location: str) -> dict[str, Any]:
         raise CheckpointError(
             f"{location} is not a checkpoint: it has no metadata file and no offset or commit log."
         )
-    checkpoint.latest_offsets()  # checks that the offset log is contiguous at its end
+    checkpoint.check_logs()  # a damaged or inconsistent log fails here, naming the file
     batches = []
     for batch_id in offset_ids:
         entry = checkpoint.read_offsets(batch_id)

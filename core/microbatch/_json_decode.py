@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from microbatch.errors import SchemaError, TransformError
-from microbatch.types import float32_overflow, has_float32, type_to_ddl
+from microbatch.types import checked_cast, type_to_ddl
 
 _JSON = json.JSONDecoder(parse_float=Decimal)
 _PARTS = 16  # a JSON block that fails to read is split in this many parts to find bad rows
@@ -64,7 +64,6 @@ class JsonDecoder:
         self.converters = {f.name: _converter(f.type) for f in self.fields}
         self.arrow = pa.schema([f for f in self.fields if _arrow_reads(f)])
         read = pa.schema([f.with_type(_read_type(f.type)) for f in self.arrow])
-        self.float_fields = [f for f in self.arrow if has_float32(f.type)]
         self.options = pajson.ParseOptions(
             explicit_schema=read, unexpected_field_behavior="ignore", newlines_in_values=True
         )
@@ -154,12 +153,7 @@ class JsonDecoder:
             table = pajson.read_json(pa.BufferReader(data), options, parse)
             if table.num_rows != len(lines):
                 return None, f"found {table.num_rows} JSON documents in {len(lines)} rows"
-            table = table.select(self.arrow.names)
-            cast = table.cast(self.arrow)
-            for f in self.float_fields:
-                if float32_overflow(table[f.name], cast[f.name]):
-                    return None, f"column '{f.name}': a value is out of range for FLOAT"
-            return cast, ""
+            return checked_cast(table.select(self.arrow.names), self.arrow), ""
         except pa.ArrowInvalid as exc:
             return None, str(exc)
 
@@ -355,7 +349,7 @@ def _timestamp(text: str, utc: bool) -> datetime:
 def _read_type(dtype: pa.DataType) -> pa.DataType:
     """The type to ask ``read_json`` for: it reads DATE only from numbers (read text), shifts
     TIMESTAMP_NTZ text with an offset (read text; the cast refuses offsets) and makes FLOAT
-    values out of range infinite (read DOUBLE; :meth:`JsonDecoder._read` checks the cast)."""
+    values out of range infinite (read DOUBLE; the cast is checked)."""
     if pa.types.is_date32(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is None):
         return pa.string()
     if dtype == _FLOAT32:

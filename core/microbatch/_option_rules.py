@@ -30,10 +30,9 @@ def _quoted(names: Iterable[str]) -> str:
 
 def _listed(names: list[str]) -> str:
     """``'a'``, ``'a' and 'b'``, ``'a', 'b' and 'c'``."""
-    quoted = [f"'{name}'" for name in names]
-    if len(quoted) < 2:
-        return "".join(quoted)
-    return ", ".join(quoted[:-1]) + " and " + quoted[-1]
+    if len(names) < 2:
+        return _quoted(names)
+    return f"{_quoted(names[:-1])} and '{names[-1]}'"
 
 
 class OptionRule:
@@ -144,7 +143,11 @@ class Rule(OptionRule):
     def problems(
         self, options: Options, given: Collection[str], failed: Collection[str]
     ) -> list[str]:
-        if failed if not self.names else any(_canonical(options, n) in failed for n in self.names):
+        if self.names:
+            skipped = any(_canonical(options, name) in failed for name in self.names)
+        else:
+            skipped = bool(failed)  # check may read any option
+        if skipped:
             return []
         try:
             ok = self.check(options)

@@ -65,24 +65,23 @@ _TOKEN_AFTER = r"(?![^\W_])"
 
 def safe_str(value: object) -> str:
     """``str(value)``, or a placeholder when that raises (as the traceback module does)."""
-    try:
-        text = str(value)
-    except Exception:
-        return f"<{_kind(value)} str() failed>"
-    return text if isinstance(text, str) else f"<{_kind(value)} str() failed>"
+    return _shown(str, value)
 
 
 def safe_repr(value: object) -> str:
     """``repr(value)``, or a placeholder when that raises."""
+    return _shown(repr, value)
+
+
+def _shown(show: Any, value: object) -> str:
     try:
-        text = repr(value)
+        text = show(value)
     except Exception:
-        return f"<{_kind(value)} repr() failed>"
-    return text if isinstance(text, str) else f"<{_kind(value)} repr() failed>"
-
-
-def _kind(value: object) -> str:
-    return "exception" if isinstance(value, BaseException) else "object"
+        text = None
+    if isinstance(text, str):
+        return text
+    kind = "exception" if isinstance(value, BaseException) else "object"
+    return f"<{kind} {show.__name__}() failed>"
 
 
 def _hex(number: int, width: int = 0) -> str:
@@ -244,8 +243,21 @@ def _instantiate(
 
 def _restore(original: type[BaseException], text: str, args: tuple[Any, ...]) -> BaseException:
     """Unpickle a redacted copy (its traceback and chain are not pickled, as for any exception)."""
-    made = _instantiate(original, args, text)
-    made.__dict__.update(_mb_text=text, _mb_repr=f"{original.__name__}({text!r})")
+    return _showing(_instantiate(original, args, text), original.__name__, text)
+
+
+def _stand_in(original: type[BaseException], text: str) -> BaseException:
+    """An error with ``original``'s class name that shows ``text`` and carries nothing else."""
+    try:
+        made = _instantiate(original, (), "", fallback=True)
+    except Exception:
+        made = RedactedError()
+    return _showing(made, original.__name__, text)
+
+
+def _showing(made: BaseException, name: str, text: str) -> BaseException:
+    """``made``, with ``str`` showing ``text`` and ``repr`` showing ``name(text)``."""
+    made.__dict__.update(_mb_text=text, _mb_repr=f"{name}({text!r})")
     return made
 
 
@@ -355,17 +367,7 @@ class Redactor:
                 return error  # (a longer chain is cut short in a copy: its end is unchecked)
             return self._copy(error, {}, set())
         except Exception:
-            return self._stand_in(error)
-
-    def _stand_in(self, error: BaseException) -> BaseException:
-        """An error with ``error``'s class name and scrubbed message, and nothing else."""
-        text = self.text(safe_str(error))
-        try:
-            made = _instantiate(type(error), (), "", fallback=True)
-        except Exception:
-            made = RedactedError()
-        made.__dict__.update(_mb_text=text, _mb_repr=f"{type(error).__name__}({text!r})")
-        return made
+            return _stand_in(type(error), self.text(safe_str(error)))
 
     def _shows_secret(self, error: BaseException) -> bool:
         text, shown = safe_str(error), safe_repr(error)
@@ -384,7 +386,7 @@ class Redactor:
         if known is not None:
             return known
         if id(error) in busy or len(memo) >= _MAX_CHAIN:  # a cycle through group members
-            return self._placeholder(error)
+            return _stand_in(type(error), "(the exception chain continues; not shown)")
         busy.add(id(error))
         original: type[BaseException] = getattr(type(error), "_mb_original", type(error))
         text, shown = self.text(safe_str(error)), self.text(safe_repr(error))
@@ -412,12 +414,6 @@ class Redactor:
         made.__suppress_context__ = error.__suppress_context__
         return made
 
-    def _placeholder(self, error: BaseException) -> BaseException:
-        made = _instantiate(type(error), (), "", fallback=True)
-        text = "(the exception chain continues; not shown)"
-        made.__dict__.update(_mb_text=text, _mb_repr=f"{type(error).__name__}({text!r})")
-        return made
-
     def _arg(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.text(value)
@@ -426,12 +422,10 @@ class Redactor:
         return self.text(safe_repr(value))
 
     def _attribute(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if value is None or isinstance(value, bool | int | float):
-            return value
+        if isinstance(value, _SIMPLE_VALUES):
+            return self._arg(value)
         if isinstance(value, list | tuple) and all(
-            item is None or isinstance(item, str | bool | int | float) for item in value
+            isinstance(item, _SIMPLE_VALUES) for item in value
         ):
             items = [self._arg(item) for item in value]
             return items if isinstance(value, list) else tuple(items)
@@ -439,6 +433,7 @@ class Redactor:
 
 
 _DROP = object()
+_SIMPLE_VALUES = (str, bool, int, float, type(None))  # attributes a copy keeps (scrubbed)
 
 
 def _replace(match: re.Match[str]) -> str:

@@ -26,13 +26,12 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
-from ._checkpoint_lock import acquire_lock, parse_lock
+from ._checkpoint_lock import acquire_lock, parse_lock, young_lock_temporary
 from ._checkpoint_lock import lock_holder as holder_of
 from ._identity import describe_changes
 from .errors import (
@@ -92,6 +91,12 @@ class BatchEntry:
 def _jsonable(value: Any) -> Any:
     """``value`` as it reads back from the metadata file."""
     return json.loads(json.dumps(value, default=str))
+
+
+def _recorded_identity(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the identities recorded in ``metadata``, by side (empty when none are)."""
+    recorded = metadata.get("identity")
+    return dict(recorded) if isinstance(recorded, dict) else {}
 
 
 def log_id(value: Any) -> int:
@@ -193,8 +198,7 @@ class Checkpoint:
         self, existing: dict[str, Any], sink: str, identity: dict[str, Any]
     ) -> dict[str, Any]:
         """Compare each side's recorded identity with ``identity``; record missing sides."""
-        recorded = existing.get("identity")
-        recorded = dict(recorded) if isinstance(recorded, dict) else {}
+        recorded = _recorded_identity(existing)
         missing = False
         # Before any batch was planned nothing was read or written: a start that failed
         # (a wrong path, say) may be corrected freely, and the new identity is recorded.
@@ -261,8 +265,7 @@ class Checkpoint:
         holder = self.lock_holder()
         if holder is not None:
             raise self._in_use(holder)
-        recorded = existing.get("identity")
-        recorded = dict(recorded) if isinstance(recorded, dict) else {}
+        recorded = _recorded_identity(existing)
         forgotten = [side for side in sides if recorded.pop(side, None) is not None]
         updated = {**existing, "identity": recorded}
         if "sink" in sides and updated.pop("sink", None) is not None and "sink" not in forgotten:
@@ -311,11 +314,8 @@ class Checkpoint:
             if run_id is None or self.identity not in _HELD:
                 return
             _HELD.discard(self.identity)
-            try:
-                lock = self.root.read("lock")
-            except CorruptCheckpointError:
-                return
-            if isinstance(lock, dict) and lock.get("runId") == run_id:
+            lock = parse_lock(self.root.read_bytes("lock"))
+            if lock is not None and lock.get("runId") == run_id:
                 self.root.delete("lock")
 
     def lock_holder(self) -> str | None:
@@ -349,15 +349,8 @@ class Checkpoint:
         the query last stopped). Commit entries older than the oldest offset entry are left
         overs of retention clean-up and are accepted.
         """
-        for store, log_name in ((self.offsets, "offsets"), (self.commits, "commits")):
-            for name in store.names():
-                if name.isascii() and name.isdigit() and name != str(int(name)):
-                    raise CorruptCheckpointError(
-                        f"Checkpoint file {self.url}/{log_name}/{name} is not named by its batch "
-                        f"id ({int(name)}): rename it or remove it."
-                    )
-        offset_ids = self.batch_ids(self.offsets)
-        commit_ids = self.batch_ids(self.commits)
+        offset_ids = self._checked_ids(self.offsets, "offsets")
+        commit_ids = self._checked_ids(self.commits, "commits")
         for before, after in itertools.pairwise(offset_ids):
             if after != before + 1:
                 raise CorruptCheckpointError(
@@ -387,6 +380,20 @@ class Checkpoint:
                     f"{self.url}/commits/{batch_id} from a backup."
                 )
         self._logs_checked = True
+
+    def _checked_ids(self, store: StateStore, log_name: str) -> list[int]:
+        """:meth:`batch_ids` of ``store``, refusing a file named by another spelling of its id
+        (``002``)."""
+        ids = []
+        for name in store.names():
+            if name.isascii() and name.isdigit():
+                if name != str(int(name)):
+                    raise CorruptCheckpointError(
+                        f"Checkpoint file {self.url}/{log_name}/{name} is not named by its batch "
+                        f"id ({int(name)}): rename it or remove it."
+                    )
+                ids.append(int(name))
+        return sorted(ids)
 
     def latest_offsets(self) -> BatchEntry | None:
         """The newest offset-log entry, or ``None`` when no batch was ever planned.
@@ -483,30 +490,32 @@ class Checkpoint:
         """Remove the temporary files that killed writes left in every folder of the
         checkpoint; call it only while holding the lock. Returns how many were removed."""
         removed = 0
-        for folder in self._folders():
+        for relative, names in sorted(self._files_by_folder().items()):
+            folder = self.root.child(relative) if relative else self.root
             # Another process that tries to take the lock meanwhile writes ``.lock.*.tmp``
             # files in the root (the lock, a takeover marker): removing one would fail its
             # start with a bare FileNotFoundError instead of "in use". Those of killed
             # processes are removed once they are surely abandoned.
-            keep = _young_lock_temporary(folder) if folder is self.root else None
-            removed += folder.sweep_temporary(keep=keep)
+            keep = None if relative else young_lock_temporary(folder)
+            removed += folder.sweep_temporary(keep=keep, names=names)
         if removed:
             log.info("removed %d temporary file(s) of interrupted writes in %s", removed, self.url)
         return removed
 
-    def _folders(self) -> list[StateStore]:
-        """The store of the checkpoint folder and of each folder below it."""
+    def _files_by_folder(self) -> dict[str, list[str]]:
+        """The names of the files in the checkpoint folder and in each folder below it, keyed
+        by the folder's path relative to the checkpoint (``""`` for the checkpoint folder),
+        from one listing of the whole tree."""
         try:
-            found = self.root.fs.find(self.root.path, withdirs=True, detail=True)
+            found = self.root.fs.find(self.root.path)
         except FileNotFoundError:
-            return []
+            return {}
         base = self.root.path.rstrip("/")
-        stores = [self.root]
-        for path, info in sorted(found.items()):
-            if info.get("type") == "directory" and path.rstrip("/") != base:
-                relative = path.rstrip("/")[len(base) :].lstrip("/")
-                stores.append(self.root.child(relative))
-        return stores
+        files: dict[str, list[str]] = {}
+        for path in found:
+            folder, _, name = str(path).rstrip("/").rpartition("/")
+            files.setdefault(folder[len(base) :].lstrip("/"), []).append(name)
+        return files
 
     # -- connector state ------------------------------------------------------------------
     def source_state(self, index: int = 0) -> StateStore:
@@ -514,27 +523,3 @@ class Checkpoint:
 
     def sink_state(self) -> StateStore:
         return self.root.child("sink")
-
-
-_LOCK_TEMPORARY_AGE = 600.0
-"""Seconds after which a temporary file of a lock attempt is surely abandoned (an attempt
-writes it and links it into place within milliseconds)."""
-
-
-def _young_lock_temporary(root: StateStore) -> Callable[[str], bool]:
-    """Whether a temporary file of ``root`` belongs to a lock or takeover-marker write that
-    another process may still be making (local files: younger than
-    :data:`_LOCK_TEMPORARY_AGE`; elsewhere always, as their age cannot be read the same way)."""
-
-    def keep(name: str) -> bool:
-        if not name.startswith((".lock.", "..lock.")):
-            return False
-        if not isinstance(root.fs, LocalFileSystem):
-            return True
-        try:
-            age = time.time() - os.path.getmtime(root.location(name))
-        except OSError:
-            return True
-        return age < _LOCK_TEMPORARY_AGE
-
-    return keep

@@ -405,7 +405,7 @@ class OptionSpec:
             problems += rule.problems(options, given | failed, failed)
         if problems:
             secrets = self.secret_values(values, passthrough) + self.secret_values(raw_values, {})
-            problems = [scrub(problem, secrets) for problem in problems] if secrets else problems
+            problems = [scrub(problem, secrets) for problem in problems]
             listing = "\n".join(f"  - {problem}" for problem in problems)
             raise OptionError(f"Invalid options for '{connector}':\n{listing}", problems)
         return options

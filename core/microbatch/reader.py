@@ -135,13 +135,13 @@ class _ReaderBase:
 
 
 class DataStreamReader(_ReaderBase):
-    _streaming = True
-
     """``session.read_stream``: configure a source, then :meth:`load` a :class:`StreamFrame`.
 
     Options are validated by :meth:`load`: an unknown option, a wrong value or a missing
     required one fails here, not later on the query's thread.
     """
+
+    _streaming = True
 
     def load(self, path: str | None = None) -> StreamFrame:
         from .frame import StreamFrame
@@ -150,9 +150,9 @@ class DataStreamReader(_ReaderBase):
 
 
 class DataReader(_ReaderBase):
-    _streaming = False
-
     """``session.read``: configure a source, then :meth:`load` everything it holds now."""
+
+    _streaming = False
 
     def load(self, path: str | None = None) -> pa.Table:
         """Everything the source holds now, as one ``pyarrow.Table``."""

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import fsspec
@@ -67,16 +67,19 @@ class StateStore:
         names = (str(entry).rstrip("/").rsplit("/", 1)[-1] for entry in entries)
         return [name for name in names if hidden or not name.startswith(".")]
 
-    def sweep_temporary(self, *, keep: Callable[[str], bool] | None = None) -> int:
+    def sweep_temporary(
+        self, *, keep: Callable[[str], bool] | None = None, names: Iterable[str] | None = None
+    ) -> int:
         """Remove the temporary files (``.<name>.<32 hex>.tmp``) that writes of this store
         left behind when their process was killed; return how many were removed.
 
         Only call it while no other process writes to this folder (for a checkpoint: once its
         lock is taken), since it cannot tell a killed write from one in progress. ``keep``
-        names temporary files to leave alone (those of writes other processes may be making).
+        names temporary files to leave alone (those of writes other processes may be making);
+        ``names`` are the folder's file names when the caller has listed them already.
         """
         removed = 0
-        for name in self.names(hidden=True):
+        for name in self.names(hidden=True) if names is None else names:
             if _TEMPORARY.fullmatch(name) and not (keep is not None and keep(name)):
                 self.delete(name)
                 removed += 1
@@ -96,11 +99,8 @@ class StateStore:
 
         A file that is not valid JSON raises :class:`CorruptCheckpointError` naming it.
         """
-        location = self.location(name)
-        try:
-            with self.fs.open(location, "rb") as handle:
-                raw = handle.read()
-        except FileNotFoundError:
+        raw = self.read_bytes(name)
+        if raw is None:
             return None
         try:
             return json.loads(raw)

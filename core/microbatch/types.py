@@ -19,6 +19,7 @@ from microbatch.errors import SchemaError
 
 __all__ = [
     "as_schema",
+    "checked_cast",
     "float32_overflow",
     "has_float32",
     "parse_ddl",
@@ -373,3 +374,13 @@ def float32_overflow(read: pa.Array | pa.ChunkedArray, cast: pa.Array | pa.Chunk
     if isinstance(cast.type, pa.ListType | pa.LargeListType):
         return float32_overflow(read.flatten(), cast.flatten())
     return False
+
+
+def checked_cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` cast to ``schema``; raises ``ArrowInvalid`` when a FLOAT value is out of
+    range (Arrow's cast would make it infinite)."""
+    cast = table.cast(schema)
+    for f in schema:
+        if has_float32(f.type) and float32_overflow(table[f.name], cast[f.name]):
+            raise pa.ArrowInvalid(f"column '{f.name}': a value is out of range for FLOAT")
+    return cast

@@ -77,13 +77,6 @@ class Discovery:
     def watching(self) -> bool:
         return self._watcher is not None and self._watcher.running
 
-    @property
-    def tracks_writes(self) -> bool:
-        """Whether :meth:`write_state` knows which files are written in place (a local folder
-        watched with inotify)."""
-        watcher = self._watcher
-        return watcher is not None and watcher.running and watcher.tracks_writes
-
     def write_state(self, path: str) -> tuple[WriteState, float] | None:
         """How the file at ``path`` got its content (see :class:`FolderWatcher`); None when
         no event told."""

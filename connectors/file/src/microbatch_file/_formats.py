@@ -27,6 +27,7 @@ from ._parse_modes import (
     has_null_line,
     parse_csv,
     parse_json,
+    utf8_text,
 )
 
 __all__ = [
@@ -111,11 +112,8 @@ class FileFormat(ABC):
 def _arrow_can_infer(data: bytes) -> bool:
     """Whether pyarrow's schema inference may read ``data`` without crashing the process: no
     line starts with ``null`` and none nests deeper than :data:`_MAX_NESTING` levels."""
-    try:
-        text = pa.array([data], pa.large_binary()).cast(pa.large_string())
-    except pa.ArrowInvalid:
-        return False
-    if has_null_line(data, text):
+    text = utf8_text(data)
+    if text is None or has_null_line(data, text):
         return False
     if data.count(b"[") + data.count(b"{") <= _MAX_NESTING:
         return True

@@ -28,7 +28,7 @@ import pyarrow.json as pajson
 
 from microbatch.errors import SourceError, TransformError
 from microbatch.transforms import ParseJson
-from microbatch.types import float32_overflow, has_float32
+from microbatch.types import checked_cast
 
 __all__ = [
     "CORRUPT",
@@ -38,6 +38,7 @@ __all__ = [
     "has_null_line",
     "parse_csv",
     "parse_json",
+    "utf8_text",
 ]
 
 log = logging.getLogger("microbatch.file")
@@ -143,7 +144,7 @@ def _line_count(data: bytes) -> int:
     return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
 
-def _utf8_text(data: bytes) -> pa.Array | None:
+def utf8_text(data: bytes) -> pa.Array | None:
     """The block as one string (``read_json`` does not check that strings are UTF-8), or None
     when it is not valid UTF-8."""
     try:
@@ -171,19 +172,9 @@ def has_null_line(data: bytes, text: pa.Array) -> bool:
     return not every_line_an_object and _matches(text, _NULL_LINE)
 
 
-def checked_cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` cast to ``schema``; raises ``ArrowInvalid`` when a FLOAT value is out of
-    range (Arrow's cast would make it infinite)."""
-    cast = table.cast(schema)
-    for f in schema:
-        if has_float32(f.type) and float32_overflow(table[f.name], cast[f.name]):
-            raise pa.ArrowInvalid(f"column '{f.name}': a value is out of range for FLOAT")
-    return cast
-
-
 def _json_fast(data: bytes, schema: pa.Schema) -> pa.Table | None:
     """The whole block in one ``read_json`` call, or None when any line is malformed."""
-    text = _utf8_text(data)
+    text = utf8_text(data)
     if text is None or has_null_line(data, text):
         return None
     read_schema = pa.schema([f.with_type(_read_type(f.type)) for f in schema])

@@ -73,16 +73,16 @@ class Pickup:
         state = None if self._manifest else self.discovery.write_state(entry.path)
         if state is not None and state[0] is WriteState.WRITING:
             return state[1]
-        if state is None and (self.settle > 0 or self.min_age > 0) and not self._manifest:
-            held = self._held_until(entry.path, now)
-            if held is not None:
-                return held
         due = now
         if self.settle > 0 and state is None:
             due = max(due, self._stable_at(entry, self.settle, now))
         if self.min_age > 0:
             due = max(due, self._stable_at(entry, self.min_age, now))
-        return None if due <= now else due
+        if due > now:
+            return due
+        if state is None and (self.settle > 0 or self.min_age > 0) and not self._manifest:
+            return self._held_until(entry.path, now)  # /proc only for a file otherwise due
+        return None
 
     def forget(self, path: str) -> None:
         """``path`` was taken (or is gone): drop what was observed of it."""

@@ -86,11 +86,6 @@ class FolderWatcher:
     def running(self) -> bool:
         return self._observer is not None
 
-    @property
-    def tracks_writes(self) -> bool:
-        """Whether :meth:`write_state` knows writes in place (inotify, Linux)."""
-        return self._track_writes
-
     def start(self) -> bool:
         """Start watching; False (with a warning) when the folder cannot be watched."""
         from watchdog import events

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -54,8 +53,6 @@ RETENTION_SECONDS = 60.0
 listed the folder before that compact)."""
 
 _COMPACT = ".compact"
-_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")
-"""Temporary files of the state store's atomic writes: ``.<name>.<uuid hex>.tmp``."""
 _READ_PAUSES = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 """Pause before each attempt to read a consistent version (seconds)."""
 
@@ -206,10 +203,11 @@ class Manifest:
         afterwards. ``query_id`` is stored in the entry (``"queryId"``) so that a writer can
         recognise its own batches.
         """
-        if self._read_plain(batch_id) is not None:
-            return False
         plain, compacts = self._list()
-        if batch_id in plain or any(c >= batch_id for c in compacts):
+        if batch_id in plain:
+            self._read_plain(batch_id)  # a corrupt entry raises
+            return False
+        if any(c >= batch_id for c in compacts):
             return False
         latest = max(plain + compacts, default=None)
         if latest is not None and batch_id > latest + 1:
@@ -246,20 +244,7 @@ class Manifest:
     def sweep_temporary(self) -> int:
         """Delete the temporary files (``.<name>.<uuid>.tmp``) of writes killed half-way;
         return how many. Only the folder's writer may call it, before it writes."""
-        sweep = getattr(self._store, "sweep_temporary", None)
-        if callable(sweep):
-            return int(sweep())
-        try:
-            listed = self.fs.ls(self.path, detail=False)
-        except FileNotFoundError:
-            return 0
-        removed = 0
-        for path in listed:
-            name = str(path).rstrip("/").rsplit("/", 1)[-1]
-            if _TEMPORARY.fullmatch(name):
-                self._store.delete(name)
-                removed += 1
-        return removed
+        return self._store.sweep_temporary()
 
     # ------------------------------------------------------------------ internals
 

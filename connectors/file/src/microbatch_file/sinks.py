@@ -142,7 +142,7 @@ class FileSink(Sink):
                 swept,
             )
         # the log must be whole and agree with the checkpoint's commit log (None: new query)
-        self.manifest.verify(getattr(context, "last_committed_batch_id", None))
+        self.manifest.verify(context.last_committed_batch_id)
         self.folder = OutputFolder(fs, self.root, fsync=fsync)
         self.file_format = self.make_format()
         self.limits = self.make_limits()

@@ -2,16 +2,18 @@
 
 Per trigger::
 
-    end = source.latest_offset(start, limit)        nothing new -> no batch
+    end = reader.latest_offset(start, limit)        nothing new -> no batch
     checkpoint offsets/N = (start, end)              durable before any side effect
-    splits = source.plan(start, end)
-    messages = [sink.write(N, transformed(source.read(split))) for split in splits]   # in parallel
-    sink.commit(N, messages)
+    splits = reader.partitions(start, end)
+    messages = [part_writer.write(transformed(split_reader.read(split)), part) ...]  # in parallel
+    writer.commit(messages, N)
     checkpoint commits/N
-    source.commit(end); progress
+    reader.commit(end); progress
 
 On start, a last offset-log entry without a commit is re-run with the same batch id and the same
-offsets. The engine runs on the query's thread; reads and writes of splits run on a thread pool.
+offsets. A batch that fails with a :class:`RetriableError` is re-run the same way, after a
+backoff, up to ``maxBatchRetries`` times. The engine runs on the query's thread; reads and
+writes of splits run on a thread pool.
 """
 
 from __future__ import annotations
@@ -28,8 +30,20 @@ import pyarrow as pa
 
 from ._redact import describe_error
 from .checkpoint import BatchEntry, Checkpoint
-from .connector import Offset, ReadAllAvailable, ReadLimit, Sink, Source, part_scope
-from .errors import SchemaMismatchError
+from .connector import (
+    CommitMessage,
+    Offset,
+    PartContext,
+    ReadAllAvailable,
+    ReadLimit,
+    Sink,
+    Source,
+    Split,
+    SplitReader,
+    StreamReader,
+    StreamWriter,
+)
+from .errors import RetriableError, SchemaMismatchError, SinkError, SourceError
 from .progress import StreamingQueryProgress, iso_timestamp
 from .transforms import Pipeline
 from .triggers import AvailableNow, Once, Trigger
@@ -46,6 +60,9 @@ class EngineSettings:
     polling_delay: float = 0.01
     idle_progress_interval: float = 10.0
     max_workers: int = 2
+    max_batch_retries: int = 3
+    retry_backoff: float = 1.0
+    """Seconds before the first retry of a failed batch; doubled per retry, at most 60."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """Option values to keep out of log messages (never in this object's ``repr``)."""
 
@@ -69,7 +86,11 @@ class MicroBatchEngine:
         self,
         *,
         source: Source,
+        reader: StreamReader,
+        source_schema: pa.Schema,
         sink: Sink,
+        writer: StreamWriter,
+        query_id: str,
         pipeline: Pipeline,
         output_schema: pa.Schema,
         checkpoint: Checkpoint,
@@ -82,7 +103,11 @@ class MicroBatchEngine:
         phase: Callable[[int, str], None],
     ) -> None:
         self.source = source
+        self.reader = reader
+        self.source_schema = source_schema
         self.sink = sink
+        self.writer = writer
+        self.query_id = query_id
         self.pipeline = pipeline
         self.output_schema = output_schema
         self.checkpoint = checkpoint
@@ -107,6 +132,9 @@ class MicroBatchEngine:
         self._last_idle_report = float("-inf")
         self._reported_latest: Offset | None = None
         """What the source last said of where its data ends (``latestOffset`` in progress)."""
+        self._offsets_written = False
+        self._retries = 0
+        """Retries of the batch now running (shown in its progress record)."""
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> None:
@@ -134,12 +162,12 @@ class MicroBatchEngine:
         self._set_status("Initializing sources", False, False)
         latest = self.checkpoint.latest_offsets()
         if latest is None:
-            self._start = self.source.initial_offset()
+            self._start = self.reader.initial_offset()
             self._next_batch_id = 0
         elif self.checkpoint.is_committed(latest.batch_id):
             self._start = latest.end
             self._next_batch_id = latest.batch_id + 1
-            self.source.commit(latest.end)
+            self.reader.commit(latest.end)
         else:
             log.info(
                 "re-running batch %d of %s, planned but not committed before the last stop",
@@ -154,7 +182,7 @@ class MicroBatchEngine:
         if self._pending is not None and not self.stop_requested.is_set():
             entry, self._pending = self._pending, None
             self._reported_latest = None  # a replay does not ask the source for its end
-            self._run_batch(entry, trigger_start=time.time(), latest_ms=0.0, replay=True)
+            self._run_with_retries(entry, trigger_start=time.time(), latest_ms=0.0, replay=True)
 
     def _run_once(self) -> None:
         if self._pending is not None:
@@ -164,9 +192,9 @@ class MicroBatchEngine:
 
     def _run_available_now(self) -> None:
         self._run_pending()
-        if self.source.supports_available_now:
-            self.source.prepare_available_now()
-            limit = self.source.default_read_limit()
+        if type(self.source).capabilities.available_now:
+            self.reader.prepare_available_now()
+            limit = self.reader.default_read_limit()
             while not self.stop_requested.is_set() and self._trigger(limit):
                 pass
         elif not self.stop_requested.is_set():
@@ -174,7 +202,7 @@ class MicroBatchEngine:
 
     def _run_continuously(self) -> None:
         self._run_pending()
-        limit = self.source.default_read_limit()
+        limit = self.reader.default_read_limit()
         while not self.stop_requested.is_set():
             now = time.time()
             due = self.trigger.next_start(now, self._last_trigger_start)
@@ -198,8 +226,7 @@ class MicroBatchEngine:
         self._last_trigger_start = trigger_start
         self._set_status(f"Getting offsets from {self.source.describe()}", False, True)
         clock = time.perf_counter()
-        end = self.source.latest_offset(self._start, limit)
-        self._reported_latest = self.source.report_latest_offset()
+        end = self._latest_offset(limit)
         latest_ms = (time.perf_counter() - clock) * 1000
         if end == self._start:
             self._idle(trigger_start, latest_ms)
@@ -210,8 +237,71 @@ class MicroBatchEngine:
             end=end,
             timestamp_ms=int(trigger_start * 1000),
         )
-        self._run_batch(entry, trigger_start=trigger_start, latest_ms=latest_ms, replay=False)
+        self._run_with_retries(
+            entry, trigger_start=trigger_start, latest_ms=latest_ms, replay=False
+        )
         return True
+
+    def _latest_offset(self, limit: ReadLimit) -> Offset:
+        """``reader.latest_offset``, retried like a batch when it raises a RetriableError."""
+        attempt = 0
+        while True:
+            try:
+                end = self.reader.latest_offset(self._start, limit)
+                self._reported_latest = self.reader.report_latest_offset()
+                return end
+            except Exception as error:
+                attempt += 1
+                self._before_retry(
+                    error, attempt, f"getting offsets for batch {self._next_batch_id}"
+                )
+
+    # -- retries --------------------------------------------------------------------------
+    def _run_with_retries(
+        self, entry: BatchEntry, *, trigger_start: float, latest_ms: float, replay: bool
+    ) -> None:
+        """Run one batch; re-run it, same id and offsets, after each retriable failure."""
+        self._retries = 0
+        self._offsets_written = False
+        while True:
+            try:
+                self._run_batch(
+                    entry, trigger_start=trigger_start, latest_ms=latest_ms, replay=replay
+                )
+                return
+            except Exception as error:
+                self._retries += 1
+                self._before_retry(error, self._retries, f"batch {entry.batch_id}")
+                replay = replay or self._offsets_written
+
+    def _before_retry(self, error: Exception, attempt: int, what: str) -> None:
+        """Wait before retry ``attempt`` of ``what``; re-raise ``error`` when it is not
+        retriable, when the retries are used up, or when the query is being stopped."""
+        if not _retriable(error):
+            raise error
+        limit = self.settings.max_batch_retries
+        reason = describe_error(error, self.settings.secrets)
+        if attempt > limit or self.stop_requested.is_set():
+            error.add_note(
+                f"{what} failed {attempt} times; maxBatchRetries is {limit}"
+                if attempt > limit
+                else f"{what} was not retried: the query is stopping"
+            )
+            raise error
+        delay = min(60.0, self.settings.retry_backoff * 2 ** (attempt - 1))
+        log.warning(
+            "%s failed with a retriable error (retry %d of %d in %.1f s): %s",
+            what,
+            attempt,
+            limit,
+            delay,
+            reason,
+        )
+        self._set_status(
+            f"Retrying {what} (retry {attempt} of {limit}) after: {reason}", True, True
+        )
+        self.wake.clear()
+        self.stop_requested.wait(delay)
 
     def _idle(self, trigger_start: float, latest_ms: float) -> None:
         with self.idle_condition:
@@ -243,19 +333,26 @@ class MicroBatchEngine:
         if not replay:
             self._set_status("Writing offsets to log", True, True)
             self.checkpoint.write_offsets(entry)
+            self._offsets_written = True
             self._phase(batch_id, "offsets_written")
         timings["walCommit"] = (time.perf_counter() - clock) * 1000
 
         self._set_status("Processing new data", True, True)
         clock = time.perf_counter()
-        splits = self.source.plan(start, entry.end)
+        splits = list(self.reader.partitions(start, entry.end))
+        for split in splits:
+            if not isinstance(split, Split):
+                raise SourceError(
+                    f"{self.source.describe()}: partitions() returned {split!r}, which is not "
+                    "a microbatch.Split"
+                )
         timings["getBatch"] = (time.perf_counter() - clock) * 1000
 
         clock = time.perf_counter()
         counts = _Counts(input_rows=[0] * len(splits), output_rows=[0] * len(splits))
         messages = self._write_splits(batch_id, splits, counts)
         try:
-            self.sink.commit(batch_id, messages)
+            self.writer.commit(messages, batch_id)
         except BaseException:
             self._abort(batch_id, messages)
             raise
@@ -266,7 +363,7 @@ class MicroBatchEngine:
         input_rows = sum(counts.input_rows)
         self.checkpoint.write_commit(batch_id, input_rows)
         self._phase(batch_id, "batch_committed")
-        self.source.commit(entry.end)
+        self.reader.commit(entry.end)
         timings["commitOffsets"] = (time.perf_counter() - clock) * 1000
 
         self._start = entry.end
@@ -280,23 +377,36 @@ class MicroBatchEngine:
             end=entry.end,
             input_rows=input_rows,
             output_rows=sum(counts.output_rows),
+            retries=self._retries,
         )
         self._last_batch_start = trigger_start
         self._last_idle_report = trigger_start  # as Spark: idle progress again only after a pause
         self._report(progress)
 
     # -- splits ---------------------------------------------------------------------------
-    def _write_splits(self, batch_id: int, splits: list[Any], counts: _Counts) -> list[Any]:
-        def write_one(index: int) -> Any:
-            reader = pa.RecordBatchReader.from_batches(
-                self.output_schema, self._transformed(splits[index], index, counts)
+    def _write_splits(
+        self, batch_id: int, splits: list[Split], counts: _Counts
+    ) -> list[CommitMessage | None]:
+        split_reader = self.reader.split_reader()
+        part_writer = self.writer.part_writer()
+
+        def write_one(index: int) -> CommitMessage | None:
+            data = pa.RecordBatchReader.from_batches(
+                self.output_schema, self._transformed(split_reader, splits[index], index, counts)
             )
-            with part_scope(index):
-                message = self.sink.write(batch_id, reader)
+            part = PartContext(
+                batch_id=batch_id, part_index=index, num_parts=len(splits), query_id=self.query_id
+            )
+            message = part_writer.write(data, part)
+            if message is not None and not isinstance(message, CommitMessage):
+                raise SinkError(
+                    f"{self.sink.describe()}: write() returned a {type(message).__name__}, not "
+                    "a microbatch.CommitMessage (or None)"
+                )
             self._phase(batch_id, "sink_write_done")
             return message
 
-        messages: list[Any] = [None] * len(splits)
+        messages: list[CommitMessage | None] = [None] * len(splits)
         failure: BaseException | None = None
         futures: list[Future[Any]] = []
         if len(splits) > 1 and self.settings.max_workers > 1:
@@ -324,10 +434,10 @@ class MicroBatchEngine:
             raise failure
         return messages
 
-    def _abort(self, batch_id: int, messages: list[Any]) -> None:
+    def _abort(self, batch_id: int, messages: list[CommitMessage | None]) -> None:
         """Tell the sink to clean up; ``messages`` has ``None`` for parts that wrote nothing."""
         try:
-            self.sink.abort(batch_id, messages)
+            self.writer.abort(messages, batch_id)
         except Exception as error:
             log.error(
                 "abort of batch %d failed (it will be re-run on restart): %s",
@@ -335,9 +445,11 @@ class MicroBatchEngine:
                 describe_error(error, self.settings.secrets),
             )
 
-    def _transformed(self, split: Any, index: int, counts: _Counts) -> Iterator[pa.RecordBatch]:
-        schema = self.source.schema
-        for batch in _batches(self.source.read(split)):
+    def _transformed(
+        self, split_reader: SplitReader, split: Split, index: int, counts: _Counts
+    ) -> Iterator[pa.RecordBatch]:
+        schema = self.source_schema
+        for batch in _batches(split_reader.read(split)):
             if not batch.schema.equals(schema):
                 batch = _conform(batch, schema, self.source, split)
             counts.input_rows[index] += batch.num_rows
@@ -358,6 +470,7 @@ class MicroBatchEngine:
         end: Offset,
         input_rows: int,
         output_rows: int,
+        retries: int = 0,
     ) -> StreamingQueryProgress:
         previous = self._last_batch_start
         since_previous = trigger_start - previous if previous is not None else float("inf")
@@ -372,11 +485,13 @@ class MicroBatchEngine:
             "inputRowsPerSecond": input_rate,
             "processedRowsPerSecond": processed_rate,
         }
-        metrics = self.source.metrics()
+        metrics = self.reader.metrics()
         if metrics:
             source["metrics"] = metrics
         transform_metrics = self.pipeline.metrics() if self.pipeline else {}
-        extra = {"transformMetrics": transform_metrics} if transform_metrics else {}
+        extra: dict[str, Any] = {"transformMetrics": transform_metrics} if transform_metrics else {}
+        if retries:
+            extra["batchRetries"] = retries
         return StreamingQueryProgress(
             id=self.identity["id"],
             runId=self.identity["runId"],
@@ -402,6 +517,18 @@ def _batches(items: Any) -> Iterator[pa.RecordBatch]:
             yield from item.to_batches()
         else:
             yield item
+
+
+def _retriable(error: BaseException) -> bool:
+    """True for a RetriableError, or an error raised ``from`` one."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, RetriableError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False
 
 
 def _conform(

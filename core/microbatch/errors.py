@@ -159,3 +159,12 @@ class QueryStopTimeoutError(MicrobatchError, TimeoutError):
     def __reduce__(self) -> Any:
         rebuild = functools.partial(type(self), query_id=self.query_id, run_id=self.run_id)
         return (rebuild, tuple(self.args[:1]))
+
+
+class RetriableError(MicrobatchError):
+    """A failure that running the same batch again may cure (a broker restart, a deadlock, a
+    timeout). Raise it, or raise another error ``from`` it, in a reader or writer.
+
+    The engine then re-runs the whole batch (same batch id, same offsets) after a backoff, up
+    to the session's ``maxBatchRetries`` times; any other error stops the query.
+    """

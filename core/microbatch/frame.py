@@ -35,27 +35,16 @@ class StreamFrame:
         self.session = session
         self.source_spec = source_spec
         self.pipeline = pipeline if pipeline is not None else Pipeline()
-        self._source_schema: pa.Schema | None = None
 
     def _then(self, step: Any) -> StreamFrame:
         frame = StreamFrame(self.session, self.source_spec, self.pipeline.then(step))
-        frame._source_schema = self._source_schema
         return frame
 
     # -- schema ---------------------------------------------------------------------------
     @property
     def source_schema(self) -> pa.Schema:
         """The schema of the rows the source produces."""
-        if self._source_schema is None:
-            if self.source_spec.schema is not None:
-                self._source_schema = self.source_spec.schema
-            else:
-                probe = self.source_spec.build(self.session, streaming=True)
-                try:
-                    self._source_schema = probe.schema
-                finally:
-                    probe.stop()
-        return self._source_schema
+        return self.source_spec.schema
 
     @property
     def schema(self) -> pa.Schema:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .connector import ReadAllAvailable, Source, SourceContext
+from .connector import ReadAllAvailable, ReadContext, Source, StreamReader
 from .errors import ConfigurationError, SchemaError
 from .options import Options, redact_error
 from .registry import ConnectorInfo
@@ -23,36 +23,39 @@ __all__ = ["DataReader", "DataStreamReader", "SourceSpec"]
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """A validated source configuration; :meth:`build` makes a source from it."""
+    """A validated source configuration: the connector object and the schema it gave."""
 
     info: ConnectorInfo
     options: Options
-    schema: pa.Schema | None
+    source: Source
+    schema: pa.Schema
 
     @property
     def format_name(self) -> str:
         return self.info.format_name
 
-    def build(
+    def stream_reader(
         self,
-        session: Session,
         *,
         state: StateStore | None = None,
         streaming: bool = True,
         wake: Any = None,
-    ) -> Source:
-        cls: Any = self.info.cls
-        context = SourceContext(
-            options=self.options,
+        query_id: str | None = None,
+    ) -> StreamReader:
+        """A reader for one run of this source."""
+        context = ReadContext(
             schema=self.schema,
             state=state,
+            wake=wake if wake is not None else _no_wake,
             streaming=streaming,
-            session=session,
+            query_id=query_id,
+            session=self.source.session,
         )
-        if wake is not None:
-            context.wake = wake
-        source: Source = cls(context)
-        return source
+        return self.source.stream_reader(context)
+
+
+def _no_wake() -> None:
+    """The wake callback of readers nobody waits on (batch reads, tests)."""
 
 
 class _ReaderBase:
@@ -99,7 +102,7 @@ class _ReaderBase:
         cls: Any = info.cls
         options = cls.options.parse(raw, connector=info.format_name)
         del raw  # raw secret values: keep them out of this frame's locals in a traceback
-        rule = cls.user_schema
+        rule = cls.capabilities.user_schema
         if self._schema is not None and rule == "forbidden":
             raise SchemaError(
                 f"Source '{info.format_name}' has a fixed schema and does not accept one from "
@@ -116,22 +119,25 @@ class _ReaderBase:
                 'before .load(), or enable inference with .option("schemaInference", True) '
                 'where the source supports it, or session.conf.set("schemaInference", True)'
             )
-        spec = SourceSpec(info=info, options=options, schema=self._schema)
-        if self._schema is None and rule != "forbidden":
-            # Infer (or read) the schema once, now, so that a query started later uses the
-            # same one and a source that cannot tell its schema fails here, not at start().
-            try:
-                probe = spec.build(self._session, streaming=self._streaming)
-                try:
-                    return SourceSpec(info=info, options=options, schema=probe.schema)
-                finally:
-                    probe.stop()
-            except BaseException as error:
-                failure = redact_error(error, options.secret_values())
-                if failure is error:
-                    raise
+        source: Source = cls(
+            options, user_schema=self._schema, session=self._session, streaming=self._streaming
+        )
+        # Ask for (or infer) the schema once, now, so that a query started later uses the same
+        # one and a source that cannot tell its schema fails here, not at start().
+        failure: BaseException | None = None
+        try:
+            schema = source.schema()
+        except BaseException as error:
+            failure = redact_error(error, options.secret_values())
+            if failure is error:
+                raise
+        if failure is not None:
             raise failure  # outside the except block: no unredacted __context__
-        return spec
+        if not isinstance(schema, pa.Schema):
+            raise SchemaError(
+                f"Source '{info.format_name}': schema() returned {schema!r}, not a pyarrow.Schema"
+            )
+        return SourceSpec(info=info, options=options, source=source, schema=schema)
 
 
 class DataStreamReader(_ReaderBase):
@@ -166,15 +172,16 @@ class DataReader(_ReaderBase):
         raise failure  # outside the except block: no unredacted __context__
 
     def _read_all(self, spec: SourceSpec) -> pa.Table:
-        source = spec.build(self._session, streaming=False)
+        reader = spec.stream_reader(streaming=False)
         try:
-            start = source.initial_offset()
-            end = source.latest_offset(start, ReadAllAvailable())
+            start = reader.initial_offset()
+            end = reader.latest_offset(start, ReadAllAvailable())
             batches: list[pa.RecordBatch] = []
             if end != start:
-                for split in source.plan(start, end):
-                    for item in source.read(split):
+                split_reader = reader.split_reader()
+                for split in reader.partitions(start, end):
+                    for item in split_reader.read(split):
                         batches.extend(item.to_batches() if isinstance(item, pa.Table) else [item])
-            return pa.Table.from_batches(batches, schema=source.schema)
+            return pa.Table.from_batches(batches, schema=spec.schema)
         finally:
-            source.stop()
+            reader.stop()

@@ -74,6 +74,21 @@ SESSION_OPTIONS = OptionSpec(
         "itself wins.",
     ),
     Option(
+        name="maxBatchRetries",
+        type="int",
+        default=3,
+        minimum=0,
+        doc="How many times a batch that failed with a RetriableError (a broker restart, a "
+        "deadlock, a timeout) is run again, same id and same offsets, before the query stops.",
+    ),
+    Option(
+        name="batchRetryBackoff",
+        type="duration",
+        default=timedelta(seconds=1),
+        doc="The wait before the first retry of a failed batch; it doubles with each further "
+        "retry, up to 60 seconds.",
+    ),
+    Option(
         name="forceDeleteTempCheckpointLocation",
         type="bool",
         default=False,

@@ -1,7 +1,7 @@
 """Durable JSON files in one folder, written atomically through fsspec.
 
 The checkpoint is built from these folders, and each connector gets one of its own
-(``SourceContext.state`` / ``SinkContext.state``) for what it must remember across restarts.
+(``ReadContext.state`` / ``WriteContext.state``) for what it must remember across restarts.
 """
 
 from __future__ import annotations

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import microbatch as mb
 
-__all__ = ["CounterSource"]
+__all__ = ["CounterReader", "CounterSource", "CounterSplit"]
 
 _SCHEMA = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), pa.field("value", pa.int64(), nullable=False)]
@@ -41,34 +41,53 @@ class CounterSource(mb.Source):
             doc="Difference between the values of consecutive rows.",
         ),
     )
-    replayable = True
+    capabilities = mb.SourceCapabilities(replayable=True)
 
-    @property
     def schema(self) -> pa.Schema:
         return _SCHEMA
 
     def describe(self) -> str:
         return f"CounterSource[rowsPerBatch={self.opts.rows_per_batch}, step={self.opts.step}]"
 
+    def stream_reader(self, context: mb.ReadContext) -> CounterReader:
+        return CounterReader(rows_per_batch=self.opts.rows_per_batch, step=self.opts.step)
+
+
+@dataclass(frozen=True)
+class CounterSplit(mb.Split):
+    """Rows ``first`` (included) to ``stop`` (excluded)."""
+
+    first: int
+    stop: int
+
+
+class CounterReader(mb.StreamReader, mb.SplitReader):
+    """Offsets and planning for one run; also reads the splits (it holds only two ints, so it
+    pickles as it is)."""
+
+    def __init__(self, *, rows_per_batch: int, step: int) -> None:
+        self.rows_per_batch = rows_per_batch
+        self.step = step
+
     def initial_offset(self) -> mb.Offset:
         return {"rows": 0}
 
     def default_read_limit(self) -> mb.ReadLimit:
-        return mb.ReadMaxRows(self.opts.rows_per_batch)
+        return mb.ReadMaxRows(self.rows_per_batch)
 
     def latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
         # A counter always has more: one batch per call, smaller if the limit says so.
-        rows = self.opts.rows_per_batch
+        rows = self.rows_per_batch
         if isinstance(limit, mb.ReadMaxRows):
             rows = min(rows, limit.max_rows)
         return {"rows": start["rows"] + rows}
 
-    def plan(self, start: mb.Offset, end: mb.Offset) -> list[Any]:
+    def partitions(self, start: mb.Offset, end: mb.Offset) -> list[CounterSplit]:
         first, stop = start["rows"], end["rows"]
-        return [[first, stop]] if stop > first else []
+        return [CounterSplit(first, stop)] if stop > first else []
 
-    def read(self, split: Any) -> Iterator[pa.RecordBatch]:
-        first, stop = split
-        ids = pa.array(range(first, stop), type=pa.int64())
-        values = pc.multiply(ids, pa.scalar(self.opts.step, type=pa.int64()))
+    def read(self, split: mb.Split) -> Iterator[pa.RecordBatch]:
+        assert isinstance(split, CounterSplit)
+        ids = pa.array(range(split.first, split.stop), type=pa.int64())
+        values = pc.multiply(ids, pa.scalar(self.step, type=pa.int64()))
         yield pa.RecordBatch.from_arrays([ids, values], schema=_SCHEMA)

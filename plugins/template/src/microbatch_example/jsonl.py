@@ -6,6 +6,8 @@ import base64
 import json
 import os
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
 from pathlib import Path
@@ -16,7 +18,13 @@ import pyarrow.json as pajson
 
 import microbatch as mb
 
-__all__ = ["JsonLinesSink", "read_jsonl_folder"]
+__all__ = [
+    "JsonLinesPartWriter",
+    "JsonLinesSink",
+    "JsonLinesWriter",
+    "StagedPart",
+    "read_jsonl_folder",
+]
 
 
 def _encode(value: Any) -> Any:
@@ -53,39 +61,66 @@ class JsonLinesSink(mb.Sink):
             doc="Folder that receives one file batch-<batch id>.jsonl per batch.",
         ),
     )
-    output_modes = frozenset({mb.OutputMode.APPEND})
-    guarantee = mb.Guarantee.EXACTLY_ONCE
-
-    def __init__(self, context: mb.SinkContext) -> None:
-        super().__init__(context)
-        self.folder = Path(self.opts.path)
-        self.folder.mkdir(parents=True, exist_ok=True)
+    capabilities = mb.SinkCapabilities(
+        output_modes=frozenset({mb.OutputMode.APPEND}), guarantee=mb.Guarantee.EXACTLY_ONCE
+    )
 
     def describe(self) -> str:
-        return f"JsonLinesSink[{self.folder}]"
+        return f"JsonLinesSink[{self.opts.path}]"
 
-    def batch_file(self, batch_id: int) -> Path:
-        """Where batch ``batch_id`` ends up."""
-        return self.folder / f"batch-{batch_id:010d}.jsonl"
+    def stream_writer(self, context: mb.WriteContext) -> JsonLinesWriter:
+        folder = Path(self.opts.path)
+        folder.mkdir(parents=True, exist_ok=True)  # I/O belongs to the writer, not the sink
+        return JsonLinesWriter(folder)
 
-    def _hidden(self, batch_id: int, suffix: str) -> Path:
-        return self.folder / f".batch-{batch_id:010d}.{uuid.uuid4().hex}.{suffix}"
 
-    def write(self, batch_id: int, data: pa.RecordBatchReader) -> str:
-        part = self._hidden(batch_id, "part")
-        with part.open("w", encoding="utf-8") as out:
+@dataclass(frozen=True)
+class StagedPart(mb.CommitMessage):
+    """The hidden file one part was written to."""
+
+    name: str
+
+
+def batch_file(folder: Path, batch_id: int) -> Path:
+    """Where batch ``batch_id`` ends up."""
+    return folder / f"batch-{batch_id:010d}.jsonl"
+
+
+def _hidden(folder: Path, batch_id: int, suffix: str) -> Path:
+    return folder / f".batch-{batch_id:010d}.{uuid.uuid4().hex}.{suffix}"
+
+
+class JsonLinesPartWriter(mb.PartWriter):
+    """Writes one part to a hidden file of the folder (it holds only the folder: it pickles)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def write(self, data: pa.RecordBatchReader, part: mb.PartContext) -> StagedPart:
+        staged = _hidden(self.folder, part.batch_id, "part")
+        with staged.open("w", encoding="utf-8") as out:
             for batch in data:
                 for row in batch.to_pylist():
                     out.write(json.dumps(row, default=_encode, ensure_ascii=False) + "\n")
-        return part.name
+        return StagedPart(staged.name)
 
-    def commit(self, batch_id: int, messages: list[Any]) -> None:
-        parts = [self.folder / name for name in messages]
-        target = self.batch_file(batch_id)
+
+class JsonLinesWriter(mb.StreamWriter):
+    """Joins the parts of a batch into its file at commit."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def part_writer(self) -> JsonLinesPartWriter:
+        return JsonLinesPartWriter(self.folder)
+
+    def commit(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
+        parts = [self.folder / m.name for m in messages if isinstance(m, StagedPart)]
+        target = batch_file(self.folder, batch_id)
         try:
             if target.exists():
                 return  # a replayed batch that is already applied
-            staged = self._hidden(batch_id, "tmp")
+            staged = _hidden(self.folder, batch_id, "tmp")
             with staged.open("wb") as out:
                 for part in parts:
                     out.write(part.read_bytes())
@@ -101,9 +136,10 @@ class JsonLinesSink(mb.Sink):
             for part in parts:
                 part.unlink(missing_ok=True)
 
-    def abort(self, batch_id: int, messages: list[Any]) -> None:
-        for name in messages:
-            (self.folder / name).unlink(missing_ok=True)
+    def abort(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
+        for message in messages:
+            if isinstance(message, StagedPart):
+                (self.folder / message.name).unlink(missing_ok=True)
 
 
 def read_jsonl_folder(folder: str | os.PathLike[str], schema: pa.Schema) -> pa.Table:

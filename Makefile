@@ -23,7 +23,7 @@ $(BIN)/python:
 $(STAMP): $(PYPROJECTS) | $(BIN)/python
 	set -e; \
 	set -- -e '.[dev]' -e 'plugins/testkit[services]'; \
-	for dir in plugins/template connectors/*/; do \
+	for dir in plugins/template plugins/demo connectors/*/; do \
 		if [ -f "$$dir/pyproject.toml" ]; then set -- "$$@" -e "$${dir%/}"; fi; \
 	done; \
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$$@"

@@ -344,15 +344,16 @@ def test_format_versions_other_than_positive_integers_are_refused(
 def test_the_sink_is_told_the_last_committed_batch_id(session: mb.Session, tmp_path: Path) -> None:
     seen: list[int | None] = []
 
-    class RecordingSink(mb.BatchSink):
+    class RecordingWriter(mb.BatchWriter):
+        def add_batch(self, table: pa.Table, batch_id: int) -> None:
+            pass
+
+    class RecordingSink(mb.Sink):
         format_name = "recording-test"
 
-        def __init__(self, context: mb.SinkContext) -> None:
-            super().__init__(context)
+        def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
             seen.append(context.last_committed_batch_id)
-
-        def add_batch(self, batch_id: int, table: pa.Table) -> None:
-            pass
+            return RecordingWriter(context)
 
     class Plugin:
         @mb.hookimpl
@@ -376,7 +377,7 @@ def test_the_sink_is_told_the_last_committed_batch_id(session: mb.Session, tmp_p
         write_rows(tmp_path / "in", f"{len(seen)}.json", range(2))
         write_rows(tmp_path / "in", f"{len(seen)}b.json", range(2))
     assert seen == [None, 0]
-    assert mb.SinkContext(options=None, schema=pa.schema([])).last_committed_batch_id is None  # type: ignore[arg-type]
+    assert mb.WriteContext(schema=pa.schema([])).last_committed_batch_id is None
 
 
 # -- item 8: temporary files of killed writes ------------------------------------------------

@@ -254,24 +254,27 @@ TOKEN = "tok-3x4mpl3-s3cr3t"
 def secret_sink_class() -> type[Any]:
     from microbatch.options import Option, OptionSpec
 
+    class LoginFailingWriter(mb.StreamWriter, mb.PartWriter):
+        def __init__(self, token: str) -> None:
+            self.token = token
+
+        def write(self, data: Any, part: mb.PartContext) -> None:
+            data.read_all()
+            if part.batch_id == 1:
+                raise ConnectionError(f"login with {self.token} refused")
+
+        def commit(self, messages: Any, batch_id: int) -> None:
+            pass
+
     class LoginFailingSink(mb.Sink):
         """Fails writing batch 1 with its token in the message."""
 
         format_name = "login-failing-review-test"
-        needs_checkpoint = False
+        capabilities = mb.SinkCapabilities(needs_checkpoint=False)
         options = OptionSpec(Option(name="token", secret=True, required=True, doc="the token"))
 
-        def write(self, batch_id: int, data: Any) -> Any:
-            data.read_all()
-            if batch_id == 1:
-                raise ConnectionError(f"login with {self.opts.token} refused")
-            return None
-
-        def commit(self, batch_id: int, messages: list[Any]) -> None:
-            pass
-
-        def abort(self, batch_id: int, messages: list[Any]) -> None:
-            pass
+        def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
+            return LoginFailingWriter(self.opts.token)
 
     return LoginFailingSink
 

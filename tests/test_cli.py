@@ -24,13 +24,33 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from microbatch import BatchSink, Option, OptionSpec, Source, hookimpl
+from microbatch import (
+    BatchWriter,
+    Option,
+    OptionSpec,
+    Sink,
+    Source,
+    SourceCapabilities,
+    StreamReader,
+    hookimpl,
+)
+
+
+class FakeReader(StreamReader):
+    def initial_offset(self):
+        return {}
+
+    def latest_offset(self, start, limit):
+        return start
+
+    def partitions(self, start, end):
+        return []
 
 
 class FakeSource(Source):
     format_name = "fakefmt"
     description = "A source for testing the command line."
-    replayable = False
+    capabilities = SourceCapabilities(replayable=False)
     options = OptionSpec(
         Option(name="pollInterval", type="duration", default="5 seconds", doc="How often."),
         Option(name="mode", choices=("fast", "slow"), default="fast", doc="Speed."),
@@ -39,29 +59,24 @@ class FakeSource(Source):
         prefixes=("client.",),
     )
 
-    @property
     def schema(self) -> pa.Schema:
         return pa.schema([("value", pa.int64())])
 
-    def initial_offset(self):
-        return {}
-
-    def latest_offset(self, start, limit):
-        return start
-
-    def plan(self, start, end):
-        return []
-
-    def read(self, split):
-        return iter(())
+    def stream_reader(self, context):
+        return FakeReader()
 
 
-class FakeSink(BatchSink):
+class FakeWriter(BatchWriter):
+    def add_batch(self, table, batch_id):
+        pass
+
+
+class FakeSink(Sink):
     format_name = "fakefmt"
     description = "A sink for testing the command line."
 
-    def add_batch(self, batch_id, table):
-        pass
+    def stream_writer(self, context):
+        return FakeWriter(context)
 
 
 @hookimpl
@@ -367,19 +382,3 @@ def test_inspect_a_checkpoint_written_by_a_real_query(
     assert main(["checkpoint", "inspect", "--json", location]) == 0
     [batch] = json.loads(capsys.readouterr().out)["batches"]
     assert (batch["start"], batch["end"], batch["numInputRows"]) == (start, end, 7)
-
-
-def test_demo_streams_files_into_a_parquet_table(
-    wide: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    folder = tmp_path / "demo"
-    arguments = ["--seconds", "1", "--files-per-second", "8", "--rows-per-file", "200"]
-    assert main(["demo", *arguments, "--folder", str(folder)]) == 0
-    out = capsys.readouterr().out
-    files = int(row_of(out, "files generated")[1].replace(",", ""))
-    generated = int(row_of(out, "rows generated")[1].replace(",", ""))
-    assert files >= 2 and generated == files * 200
-    assert row_of(out, "rows in the table")[1] == f"{generated:,} (every row exactly once)"
-    assert len(list((folder / "incoming").glob("*.json"))) == files
-    assert sorted(os.listdir(folder / "checkpoint" / "commits"))
-    assert f"microbatch checkpoint inspect {folder / 'checkpoint'}" in out

@@ -229,15 +229,15 @@ def test_a_bad_default_is_refused_when_declared(option: dict[str, Any], text: st
 
 
 # -- 4. every option has a doc -----------------------------------------------------------------
-class UndocumentedSink(mb.BatchSink):
+class UndocumentedSink(mb.Sink):
     format_name = "undocumented-test"
-    needs_checkpoint = False
+    capabilities = mb.SinkCapabilities(needs_checkpoint=False)
     options = OptionSpec(
         Option(name="path", doc="Where."), Option(name="colour"), Option(name="size", doc=" ")
     )
 
-    def add_batch(self, batch_id: int, table: pa.Table) -> None:
-        pass
+    def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
+        raise AssertionError("never registered, never started")
 
 
 def test_registration_refuses_an_option_without_a_doc() -> None:
@@ -409,16 +409,27 @@ def test_the_checkpoint_identity_keeps_the_url_user_but_not_its_password() -> No
     }
 
 
-class UrlSink(mb.BatchSink):
+class UrlWriter(mb.BatchWriter):
+    """Fails its first batch with an error that quotes the password of its ``url``."""
+
+    def __init__(self, context: mb.WriteContext, url: str) -> None:
+        super().__init__(context)
+        self.url = url
+
+    def add_batch(self, table: pa.Table, batch_id: int) -> None:
+        password = self.url.split(":")[2].split("@")[0]
+        raise ConnectionError(f"login refused (password {password!r})")
+
+
+class UrlSink(mb.Sink):
     """Fails its first batch with an error that quotes the password of its ``url``."""
 
     format_name = "url-sink-test"
-    needs_checkpoint = False
+    capabilities = mb.SinkCapabilities(needs_checkpoint=False)
     options = OptionSpec(Option(name="url", required=True, doc="Database URL."))
 
-    def add_batch(self, batch_id: int, table: pa.Table) -> None:
-        password = self.opts.url.split(":")[2].split("@")[0]
-        raise ConnectionError(f"login refused (password {password!r})")
+    def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
+        return UrlWriter(context, self.opts.url)
 
 
 def test_a_query_shows_the_url_user_and_never_its_password(capsys: Any, caplog: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -255,13 +256,10 @@ def test_unknown_option_and_wrong_type_fail_at_load(session: Any) -> None:
 def test_sink_that_needs_a_checkpoint_refuses_to_start_without_one(session: Any) -> None:
     class DurableSink(mb.Sink):
         format_name = "durable-test"
-        guarantee = mb.Guarantee.EXACTLY_ONCE
+        capabilities = mb.SinkCapabilities(guarantee=mb.Guarantee.EXACTLY_ONCE)
 
-        def write(self, batch_id: int, data: pa.RecordBatchReader) -> Any:
-            return None
-
-        def commit(self, batch_id: int, messages: list[Any]) -> None:
-            pass
+        def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
+            raise AssertionError("the query must not start")
 
     class Plugin:
         @mb.hookimpl
@@ -274,12 +272,12 @@ def test_sink_that_needs_a_checkpoint_refuses_to_start_without_one(session: Any)
 
 
 def test_unsupported_output_mode_and_partitioning_are_refused(session: Any) -> None:
-    class AppendOnlySink(mb.BatchSink):
+    class AppendOnlySink(mb.Sink):
         format_name = "append-only-test"
-        needs_checkpoint = False
+        capabilities = mb.SinkCapabilities(needs_checkpoint=False)
 
-        def add_batch(self, batch_id: int, table: pa.Table) -> None:
-            pass
+        def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
+            raise AssertionError("the query must not start")
 
     class Plugin:
         @mb.hookimpl
@@ -380,19 +378,17 @@ def test_explain_prints_source_transforms_and_sink(session: Any, capsys: Any) ->
     assert "Source: " in out and "(value > 3)" in out and "Sink: " in out
 
 
-class LeakySource(mb.Source):
-    """A source that cannot replay and fails with its password in the message."""
+@dataclass(frozen=True)
+class NumberSplit(mb.Split):
+    n: int
 
-    format_name = "leaky-test"
-    replayable = False
-    options = mb.OptionSpec(
-        mb.Option(name="password", secret=True, required=True, doc="the password"),
-        mb.Option(name="failAt", type="int", default=-1, doc="fail when reading this batch"),
-    )
 
-    @property
-    def schema(self) -> pa.Schema:
-        return SCHEMA
+class LeakyReader(mb.StreamReader, mb.SplitReader):
+    """Counts up one row per batch; fails reading batch ``fail_at`` with the password shown."""
+
+    def __init__(self, password: str, fail_at: int) -> None:
+        self.password = password
+        self.fail_at = fail_at
 
     def initial_offset(self) -> dict[str, int]:
         return {"n": 0}
@@ -400,13 +396,31 @@ class LeakySource(mb.Source):
     def latest_offset(self, start: dict[str, int], limit: mb.ReadLimit) -> dict[str, int]:
         return {"n": start["n"] + 1}
 
-    def plan(self, start: dict[str, int], end: dict[str, int]) -> list[int]:
-        return [end["n"]]
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[NumberSplit]:
+        return [NumberSplit(end["n"])]
 
-    def read(self, split: int) -> Any:
-        if split == self.opts.fail_at:
-            raise ConnectionError(f"login refused for password {self.opts.password}")
-        yield pa.record_batch([pa.array([split], pa.int64())], schema=SCHEMA)
+    def read(self, split: mb.Split) -> Any:
+        assert isinstance(split, NumberSplit)
+        if split.n == self.fail_at:
+            raise ConnectionError(f"login refused for password {self.password}")
+        yield pa.record_batch([pa.array([split.n], pa.int64())], schema=SCHEMA)
+
+
+class LeakySource(mb.Source):
+    """A source that cannot replay and fails with its password in the message."""
+
+    format_name = "leaky-test"
+    capabilities = mb.SourceCapabilities(replayable=False)
+    options = mb.OptionSpec(
+        mb.Option(name="password", secret=True, required=True, doc="the password"),
+        mb.Option(name="failAt", type="int", default=-1, doc="fail when reading this batch"),
+    )
+
+    def schema(self) -> pa.Schema:
+        return SCHEMA
+
+    def stream_reader(self, context: mb.ReadContext) -> mb.StreamReader:
+        return LeakyReader(self.opts.password, self.opts.fail_at)
 
 
 @pytest.fixture
@@ -446,20 +460,24 @@ def test_secrets_never_reach_errors_progress_or_logs(leaky: Any, caplog: Any, ca
     assert all("pw-123" not in text for text in shown)
 
 
-class CountingSource(LeakySource):
-    """Counts ``latest_offset`` calls; never has new data; may refuse to start."""
-
-    format_name = "counting-test"
-    calls = 0
-
-    def __init__(self, context: Any) -> None:
-        super().__init__(context)
-        if self.opts.fail_at == 0:
-            raise ConnectionError(f"cannot log in with {self.opts.password}")
+class CountingReader(LeakyReader):
+    """Counts ``latest_offset`` calls; never has new data."""
 
     def latest_offset(self, start: dict[str, int], limit: mb.ReadLimit) -> dict[str, int]:
         CountingSource.calls += 1
         return start
+
+
+class CountingSource(LeakySource):
+    """A source that never has new data; refuses to start (to log in) when ``failAt`` is 0."""
+
+    format_name = "counting-test"
+    calls = 0
+
+    def stream_reader(self, context: mb.ReadContext) -> mb.StreamReader:
+        if self.opts.fail_at == 0:
+            raise ConnectionError(f"cannot log in with {self.opts.password}")
+        return CountingReader(self.opts.password, self.opts.fail_at)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import itertools
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -33,6 +34,45 @@ def session() -> Iterator[Any]:
         yield session
 
 
+@dataclass(frozen=True)
+class RowRange(mb.Split):
+    first: int
+    stop: int
+
+
+class BacklogReader(mb.StreamReader, mb.SplitReader):
+    """Offsets and reads of :class:`BacklogSource`."""
+
+    def __init__(self, rows: int, max_rows_per_trigger: int, fail_at: int) -> None:
+        self.rows = rows
+        self.max_rows_per_trigger = max_rows_per_trigger
+        self.fail_at = fail_at
+
+    def initial_offset(self) -> mb.Offset:
+        return {"rows": 0}
+
+    def default_read_limit(self) -> mb.ReadLimit:
+        return mb.ReadMaxRows(self.max_rows_per_trigger)
+
+    def latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
+        end = self.rows
+        if isinstance(limit, mb.ReadMaxRows):
+            end = min(end, start["rows"] + limit.max_rows)
+        return {"rows": end}
+
+    def report_latest_offset(self) -> mb.Offset | None:
+        return {"rows": self.rows}
+
+    def partitions(self, start: mb.Offset, end: mb.Offset) -> list[RowRange]:
+        return [RowRange(start["rows"], end["rows"])] if end["rows"] > start["rows"] else []
+
+    def read(self, split: mb.Split) -> Iterator[pa.RecordBatch]:
+        assert isinstance(split, RowRange)
+        if split.first <= self.fail_at < split.stop:
+            raise ValueError(f"row {self.fail_at} cannot be read")
+        yield pa.record_batch([pa.array(range(split.first, split.stop), pa.int64())], schema=SCHEMA)
+
+
 class BacklogSource(mb.Source):
     """``rows`` rows known from the start, at most ``maxRowsPerTrigger`` per batch; reports the
     end of its data, so that progress shows how far it is held back."""
@@ -44,33 +84,11 @@ class BacklogSource(mb.Source):
         mb.Option(name="failAt", type="int", default=-1, doc="A row whose read fails."),
     )
 
-    @property
     def schema(self) -> pa.Schema:
         return SCHEMA
 
-    def initial_offset(self) -> mb.Offset:
-        return {"rows": 0}
-
-    def default_read_limit(self) -> mb.ReadLimit:
-        return mb.ReadMaxRows(self.opts.max_rows_per_trigger)
-
-    def latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
-        end: int = self.opts.rows
-        if isinstance(limit, mb.ReadMaxRows):
-            end = min(end, start["rows"] + limit.max_rows)
-        return {"rows": end}
-
-    def report_latest_offset(self) -> mb.Offset | None:
-        return {"rows": self.opts.rows}
-
-    def plan(self, start: mb.Offset, end: mb.Offset) -> list[Any]:
-        return [[start["rows"], end["rows"]]] if end["rows"] > start["rows"] else []
-
-    def read(self, split: Any) -> Iterator[pa.RecordBatch]:
-        first, stop = split
-        if first <= self.opts.fail_at < stop:
-            raise ValueError(f"row {self.opts.fail_at} cannot be read")
-        yield pa.record_batch([pa.array(range(first, stop), pa.int64())], schema=SCHEMA)
+    def stream_reader(self, context: mb.ReadContext) -> mb.StreamReader:
+        return BacklogReader(self.opts.rows, self.opts.max_rows_per_trigger, self.opts.fail_at)
 
 
 @pytest.fixture
@@ -249,12 +267,12 @@ class WidgetSource(BacklogSource):
     format_name = "widget"
 
 
-class WidgetsSink(mb.BatchSink):
+class WidgetsSink(mb.Sink):
     format_name = "widgets"
-    needs_checkpoint = False
+    capabilities = mb.SinkCapabilities(needs_checkpoint=False)
 
-    def add_batch(self, batch_id: int, table: pa.Table) -> None:
-        pass
+    def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
+        raise AssertionError("never started")
 
 
 def test_the_other_role_hint_keeps_the_close_match() -> None:

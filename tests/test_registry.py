@@ -15,12 +15,17 @@ from microbatch.errors import UnknownFormatError
 from microbatch.registry import ConnectorRegistry
 
 
-class TinySink(mb.BatchSink):
-    format_name = "tiny"
-    needs_checkpoint = False
-
-    def add_batch(self, batch_id: int, table: pa.Table) -> None:
+class TinyWriter(mb.BatchWriter):
+    def add_batch(self, table: pa.Table, batch_id: int) -> None:
         pass
+
+
+class TinySink(mb.Sink):
+    format_name = "tiny"
+    capabilities = mb.SinkCapabilities(needs_checkpoint=False)
+
+    def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
+        return TinyWriter(context)
 
 
 class OtherTinySink(TinySink):

@@ -17,6 +17,7 @@ import re
 import traceback
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,31 +139,17 @@ def failure(mode: str, password: str) -> BaseException:
     raise AssertionError(mode)
 
 
-class SecretSource(mb.Source):
-    """Counts up; shows its password in ``describe()`` and its metrics (as a URL would);
-    fails per ``failMode`` when building (``failAt=0``) or when reading batch ``failAt``."""
+@dataclass(frozen=True)
+class Numbered(mb.Split):
+    n: int
 
-    format_name = "secret-source-test"
-    options = OptionSpec(
-        Option(name="password", secret=True, required=True, doc="the password"),
-        Option(name="failMode", default="plain", doc="how to fail (see failure())"),
-        Option(name="failAt", type="int", default=-1, doc="batch to fail in; 0: at start"),
-        Option(name="failIn", default="read", choices=("read", "plan"), doc="where to fail"),
-        prefixes=("client.",),
-    )
 
-    def __init__(self, context: Any) -> None:
-        super().__init__(context)
-        password = self.opts.password  # a local that tools printing locals would show
-        if self.opts.fail_at == 0:
-            raise failure(self.opts.fail_mode, password)
+class SecretReader(mb.StreamReader, mb.SplitReader):
+    """Counts up; shows the password in its metrics (as a URL would); fails per ``fail_mode``
+    when planning or reading batch ``fail_at``."""
 
-    @property
-    def schema(self) -> pa.Schema:
-        return SCHEMA
-
-    def describe(self) -> str:
-        return f"SecretSource[https://user:{self.opts.password}@db.test]"
+    def __init__(self, opts: mb.Options) -> None:
+        self.opts = opts
 
     def metrics(self) -> dict[str, Any]:
         return {"endpoint": f"https://user:{self.opts.password}@db.test", "reads": 1}
@@ -173,31 +160,83 @@ class SecretSource(mb.Source):
     def latest_offset(self, start: dict[str, int], limit: mb.ReadLimit) -> dict[str, int]:
         return {"n": start["n"] + 1}
 
-    def plan(self, start: dict[str, int], end: dict[str, int]) -> list[int]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Numbered]:
         password = self.opts.password
         if end["n"] == self.opts.fail_at and self.opts.fail_in == "plan":
             raise failure(self.opts.fail_mode, password)
-        return [end["n"]]
+        return [Numbered(end["n"])]
 
-    def read(self, split: int) -> Iterator[pa.RecordBatch]:
+    def read(self, split: mb.Split) -> Iterator[pa.RecordBatch]:
+        assert isinstance(split, Numbered)
         password = self.opts.password
-        if split == self.opts.fail_at and self.opts.fail_in == "read":
+        if split.n == self.opts.fail_at and self.opts.fail_in == "read":
             raise failure(self.opts.fail_mode, password)
-        yield pa.record_batch([pa.array([split], pa.int64())], schema=SCHEMA)
+        yield pa.record_batch([pa.array([split.n], pa.int64())], schema=SCHEMA)
+
+
+class SecretSource(mb.Source):
+    """Shows its password in ``describe()``; fails per ``failMode`` when starting
+    (``failAt=0``) or when reading batch ``failAt``."""
+
+    format_name = "secret-source-test"
+    options = OptionSpec(
+        Option(name="password", secret=True, required=True, doc="the password"),
+        Option(name="failMode", default="plain", doc="how to fail (see failure())"),
+        Option(name="failAt", type="int", default=-1, doc="batch to fail in; 0: at start"),
+        Option(name="failIn", default="read", choices=("read", "plan"), doc="where to fail"),
+        prefixes=("client.",),
+    )
+
+    def schema(self) -> pa.Schema:
+        return SCHEMA
+
+    def describe(self) -> str:
+        return f"SecretSource[https://user:{self.opts.password}@db.test]"
+
+    def stream_reader(self, context: mb.ReadContext) -> mb.StreamReader:
+        password = self.opts.password  # a local that tools printing locals would show
+        if self.opts.fail_at == 0:
+            raise failure(self.opts.fail_mode, password)
+        return SecretReader(self.opts)
 
 
 class ProbedSecretSource(SecretSource):
-    """Takes an optional schema: ``read_stream.load()`` builds one to learn it (and fails)."""
+    """Takes an optional schema: ``read_stream.load()`` asks for it (and fails)."""
 
     format_name = "secret-probed-test"
-    user_schema = "optional"
+    capabilities = mb.SourceCapabilities(user_schema="optional")
+
+    def schema(self) -> pa.Schema:
+        password = self.opts.password  # a local that tools printing locals would show
+        if self.opts.fail_at == 0:
+            raise failure(self.opts.fail_mode, password)
+        return SCHEMA
+
+
+class SecretWriter(mb.StreamWriter, mb.PartWriter):
+    """Fails writing batch ``fail_at`` with its token in the message."""
+
+    def __init__(self, token: str, fail_at: int) -> None:
+        self.token = token
+        self.fail_at = fail_at
+
+    def write(self, data: pa.RecordBatchReader, part: mb.PartContext) -> None:
+        data.read_all()
+        if part.batch_id == self.fail_at:
+            raise CustomStrError(self.token)
+
+    def commit(self, messages: Any, batch_id: int) -> None:
+        pass
+
+    def abort(self, messages: Any, batch_id: int) -> None:
+        raise ConnectorFailure(f"abort failed, token {self.token}")
 
 
 class SecretSink(mb.Sink):
     """Fails writing batch ``failAt`` with its token in the message."""
 
     format_name = "secret-sink-test"
-    needs_checkpoint = False
+    capabilities = mb.SinkCapabilities(needs_checkpoint=False)
     options = OptionSpec(
         Option(name="token", secret=True, required=True, doc="the token"),
         Option(name="failAt", type="int", default=-1, doc="batch to fail in"),
@@ -206,17 +245,8 @@ class SecretSink(mb.Sink):
     def describe(self) -> str:
         return f"SecretSink[token={self.opts.token}]"
 
-    def write(self, batch_id: int, data: pa.RecordBatchReader) -> Any:
-        data.read_all()
-        if batch_id == self.opts.fail_at:
-            raise CustomStrError(self.opts.token)
-        return None
-
-    def commit(self, batch_id: int, messages: list[Any]) -> None:
-        pass
-
-    def abort(self, batch_id: int, messages: list[Any]) -> None:
-        raise ConnectorFailure(f"abort failed, token {self.opts.token}")
+    def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
+        return SecretWriter(self.opts.token, self.opts.fail_at)
 
 
 class Recorder(mb.StreamingQueryListener):
@@ -433,7 +463,7 @@ def test_stream_load_raises_the_original_type_without_the_secret(
     with pytest.raises(type(failure(mode, "x"))) as caught:
         reader.load()
     assert_clean(shown_error(caught.value), SECRET)
-    assert "in __init__" in "".join(traceback.format_exception(caught.value))
+    assert "in schema" in "".join(traceback.format_exception(caught.value))
 
 
 def test_a_failing_sink_and_its_abort_show_no_token(

@@ -70,10 +70,12 @@ from .options import (
     Requires,
     Rule,
 )
+from .registry import Registrar
 from .state import StateStore
 
 if TYPE_CHECKING:
     from .frame import StreamFrame
+    from .ledger import BatchLedger
     from .progress import StreamingQueryListener, StreamingQueryProgress
     from .query import StreamingQuery, StreamingQueryManager
     from .session import Session
@@ -85,6 +87,7 @@ __version__ = "0.1.0"
 
 # Heavier modules load on first use, so that `microbatch connectors` starts quickly.
 _LAZY = {
+    "BatchLedger": "ledger",
     "Session": "session",
     "StreamFrame": "frame",
     "StreamingQuery": "query",
@@ -121,6 +124,7 @@ def lit(value: Any) -> Any:
 __all__ = [
     "AtLeastOneOf",
     "AtMostOneOf",
+    "BatchLedger",
     "BatchWriter",
     "CheckpointError",
     "CheckpointInUseError",
@@ -148,6 +152,7 @@ __all__ = [
     "ReadMaxBytes",
     "ReadMaxFiles",
     "ReadMaxRows",
+    "Registrar",
     "Requires",
     "RetriableError",
     "Rule",

@@ -6,6 +6,7 @@
     microbatch checkpoint inspect DIR [--json]   what a checkpoint holds (DIR may be an fsspec URL)
     microbatch checkpoint forget-identity DIR [--source] [--sink]   let a query move on purpose
     microbatch demo [--seconds N] [--files-per-second N]   JSON files -> parquet table, live
+                                                         (needs microbatch-demo)
     microbatch docs options [--output FILE]   the option reference, in Markdown
 
 Start-up stays quick: only the registry and options load up front; the engine and pyarrow-heavy
@@ -106,19 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="stream generated JSON event files into a parquet table, live",
-        description="A generator drops JSON event files into a folder while a query streams "
-        "them into a parquet table (json file source -> parquet file sink), then reads it back.",
+        help="stream generated JSON event files into a parquet table, live (microbatch-demo)",
+        description="Runs the demo job of the microbatch-demo distribution; its options are "
+        "those of microbatch-demo --help.",
+        add_help=False,
     )
-    demo.add_argument("--seconds", type=_positive_float, default=6.0, help="how long files arrive")
-    demo.add_argument(
-        "--files-per-second", type=_positive_float, default=10.0, help="how fast files arrive"
-    )
-    demo.add_argument("--rows-per-file", type=_positive_int, default=5000, help="events per file")
-    demo.add_argument(
-        "--max-files-per-trigger", type=_positive_int, default=5, help="files per micro-batch"
-    )
-    demo.add_argument("--folder", help="where to put the files (default: a new temporary folder)")
+    demo.add_argument("arguments", nargs=argparse.REMAINDER)
     demo.set_defaults(handler=_cmd_demo)
 
     docs = commands.add_parser("docs", help="render reference documentation")
@@ -144,20 +138,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _usage(parser: argparse.ArgumentParser, err: Console) -> int:
     parser.print_help(sys.stderr)
     return 2
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 # -- connectors --------------------------------------------------------------------------
@@ -186,14 +166,14 @@ def _cmd_connectors(args: argparse.Namespace, out: Console, err: Console) -> int
 def _guarantee(info: ConnectorInfo) -> str:
     cls: Any = info.cls
     if info.role == "sink":
-        return str(cls.guarantee)
-    return "replayable" if cls.replayable else "not replayable"
+        return str(cls.capabilities.guarantee)
+    return "replayable" if cls.capabilities.replayable else "not replayable"
 
 
 def _output_modes(info: ConnectorInfo) -> str:
     if info.role != "sink":
         return ""
-    modes: Any = info.cls.output_modes  # type: ignore[union-attr]
+    modes: Any = info.cls.capabilities.output_modes  # type: ignore[union-attr]
     order = ["append", "update", "complete"]
     return ", ".join(sorted((str(mode) for mode in modes), key=order.index))
 
@@ -261,18 +241,18 @@ def _print_connector(infos: list[ConnectorInfo], out: Console) -> None:
 
 
 def _capabilities(info: ConnectorInfo) -> list[tuple[str, str]]:
-    cls: Any = info.cls
+    capabilities: Any = info.cls.capabilities
     if info.role == "source":
         return [
-            ("replayable", _yes_no(cls.replayable)),
-            ("available-now", "supported" if cls.supports_available_now else "one batch"),
-            ("user schema", cls.user_schema),
+            ("replayable", _yes_no(capabilities.replayable)),
+            ("available-now", "supported" if capabilities.available_now else "one batch"),
+            ("user schema", capabilities.user_schema),
         ]
     return [
         ("output modes", _output_modes(info)),
-        ("guarantee", str(cls.guarantee)),
-        ("needs a checkpoint", _yes_no(cls.needs_checkpoint)),
-        ("partition_by", "supported" if cls.supports_partition_by else "not supported"),
+        ("guarantee", str(capabilities.guarantee)),
+        ("needs a checkpoint", _yes_no(capabilities.needs_checkpoint)),
+        ("partition_by", "supported" if capabilities.partition_by else "not supported"),
     ]
 
 
@@ -469,17 +449,17 @@ def _cmd_docs_options(args: argparse.Namespace, out: Console, err: Console) -> i
 
 
 def _cmd_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from .demo import run_demo
-
-    return run_demo(
-        out,
-        err,
-        seconds=args.seconds,
-        files_per_second=args.files_per_second,
-        rows_per_file=args.rows_per_file,
-        files_per_trigger=args.max_files_per_trigger,
-        folder=args.folder,
-    )
+    try:
+        from microbatch_demo.cli import main as demo_main
+    except ImportError:
+        err.print(
+            "The demo is in the microbatch-demo distribution, which is not installed: "
+            "pip install microbatch-demo (make demo installs it).",
+            highlight=False,
+        )
+        return 2
+    code: int = demo_main(args.arguments)
+    return code
 
 
 if __name__ == "__main__":

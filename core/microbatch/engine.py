@@ -280,7 +280,7 @@ class MicroBatchEngine:
         if not _retriable(error):
             raise error
         limit = self.settings.max_batch_retries
-        reason = describe_error(error, self.settings.secrets)
+        reason = _with_causes(error, self.settings.secrets)
         if attempt > limit or self.stop_requested.is_set():
             error.add_note(
                 f"{what} failed {attempt} times; maxBatchRetries is {limit}"
@@ -517,6 +517,17 @@ def _batches(items: Any) -> Iterator[pa.RecordBatch]:
             yield from item.to_batches()
         else:
             yield item
+
+
+def _with_causes(error: BaseException, secrets: tuple[str, ...]) -> str:
+    """``error`` and the errors it was raised from, each without the secrets."""
+    parts, seen = [], set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(parts) < 4:
+        seen.add(id(current))
+        parts.append(describe_error(current, secrets))
+        current = current.__cause__
+    return " (caused by ".join(parts) + ")" * (len(parts) - 1)
 
 
 def _retriable(error: BaseException) -> bool:

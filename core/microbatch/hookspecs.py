@@ -13,7 +13,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from .progress import QueryStartedEvent, QueryTerminatedEvent, StreamingQueryProgress
-    from .registry import ConnectorRegistry
+    from .registry import Registrar
 
 __all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
 
@@ -23,7 +23,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def microbatch_register_connectors(registry: ConnectorRegistry) -> None:
+def microbatch_register_connectors(registry: Registrar) -> None:
     """Register this plugin's source and sink classes.
 
     Fires once per plugin when a ``Session`` loads its plugins. Call

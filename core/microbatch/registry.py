@@ -23,7 +23,7 @@ from .connector import Sink, Source
 from .errors import PluginLoadError, UnknownFormatError
 from .options import normalize
 
-__all__ = ["ENTRY_POINT_GROUP", "ConnectorInfo", "ConnectorRegistry", "PluginFailure"]
+__all__ = ["ENTRY_POINT_GROUP", "ConnectorInfo", "ConnectorRegistry", "PluginFailure", "Registrar"]
 
 ENTRY_POINT_GROUP = "microbatch.connectors"
 Role = Literal["source", "sink"]
@@ -71,6 +71,51 @@ class PluginFailure:
     error: str
 
 
+class Registrar:
+    """What a plugin's ``microbatch_register_connectors`` hook is given: the two calls that
+    hand its connector classes over, and nothing else of the registry."""
+
+    __slots__ = ("_registry",)
+
+    def __init__(self, registry: ConnectorRegistry) -> None:
+        self._registry = registry
+
+    def add_source(self, cls: type[Source]) -> None:
+        """Register a source class under its ``format_name``."""
+        self._registry.add_source(cls)
+
+    def add_sink(self, cls: type[Sink]) -> None:
+        """Register a sink class under its ``format_name``."""
+        self._registry.add_sink(cls)
+
+
+# Class attributes of the first connector contract, with what replaced them.
+_OLD_ATTRIBUTES = {
+    "replayable": "capabilities = SourceCapabilities(replayable=...)",
+    "supports_available_now": "capabilities = SourceCapabilities(available_now=...)",
+    "output_modes": "capabilities = SinkCapabilities(output_modes=...)",
+    "guarantee": "capabilities = SinkCapabilities(guarantee=...)",
+    "needs_checkpoint": "capabilities = SinkCapabilities(needs_checkpoint=...)",
+    "supports_partition_by": "capabilities = SinkCapabilities(partition_by=...)",
+    "plan": "StreamReader.partitions(start, end)",
+    "write": "PartWriter.write(data, part)",
+}
+
+
+def _old_contract(cls: type[Any]) -> list[str]:
+    """What ``cls`` still declares of the first contract, each with its replacement."""
+    found = []
+    for klass in cls.__mro__:
+        if klass in (Source, Sink, object) or klass.__module__.startswith("microbatch."):
+            continue
+        found += [
+            f"'{name}' (now {_OLD_ATTRIBUTES[name]})"
+            for name in klass.__dict__
+            if name in _OLD_ATTRIBUTES
+        ]
+    return found
+
+
 class ConnectorRegistry:
     """The connectors known to one ``Session``: sources and sinks keyed by format name."""
 
@@ -97,6 +142,13 @@ class ConnectorRegistry:
         name = cls.format_name
         if not name:
             raise PluginLoadError(f"{cls.__qualname__} has no format_name")
+        old = _old_contract(cls)
+        if old:
+            raise PluginLoadError(
+                f"connector '{name}' ({role}, {cls.__qualname__}) is written for the first "
+                f"connector contract: it defines {', '.join(old)}. See the connector guide "
+                "(docs/writing-a-connector.md) for contract 2"
+            )
         undocumented = [option.name for option in cls.options if not option.doc.strip()]
         if undocumented:
             raise PluginLoadError(
@@ -141,7 +193,7 @@ class ConnectorRegistry:
             "microbatch_register_connectors",
             remove_plugins=[p for p in self.plugin_manager.get_plugins() if p is not plugin],
         )
-        caller(registry=self)
+        caller(registry=Registrar(self))
 
     def load_entry_points(self) -> None:
         """Load every plugin of the ``microbatch.connectors`` entry-point group."""

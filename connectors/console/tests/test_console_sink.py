@@ -8,25 +8,37 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import OutputMode, SinkContext
+from microbatch import OutputMode, PartContext, WriteContext
 from microbatch.errors import OptionError
-from microbatch_console import ConsoleSink, show_string
+from microbatch_console import ConsoleSink, ConsoleWriter, show_string
 from microbatch_console._render import cell_text
 
 RULE = "-" * 43
 HEADER = RULE + "\nBatch: {}\n" + RULE + "\n"
 
 
-def make_console(schema: pa.Schema, **options: Any) -> tuple[ConsoleSink, io.StringIO]:
+def make_sink(**options: Any) -> ConsoleSink:
     parsed = ConsoleSink.options.parse(options, connector="console")
-    sink = ConsoleSink(SinkContext(options=parsed, schema=schema))
-    sink.stream = io.StringIO()
-    return sink, sink.stream
+    return ConsoleSink(parsed)
 
 
-def deliver(sink: ConsoleSink, batch_id: int, *parts: pa.Table) -> None:
-    messages = [sink.write(batch_id, pa.RecordBatchReader.from_stream(part)) for part in parts]
-    sink.commit(batch_id, messages)
+def make_console(schema: pa.Schema, **options: Any) -> tuple[ConsoleWriter, io.StringIO]:
+    """The stream writer of one run of a console sink printing into a string buffer."""
+    sink = make_sink(**options)
+    stream = io.StringIO()
+    sink.stream = stream
+    return sink.stream_writer(WriteContext(schema=schema)), stream
+
+
+def deliver(sink: ConsoleWriter, batch_id: int, *parts: pa.Table) -> None:
+    part_writer = sink.part_writer()
+    messages = [
+        part_writer.write(
+            pa.RecordBatchReader.from_stream(part), PartContext(batch_id, index, len(parts))
+        )
+        for index, part in enumerate(parts)
+    ]
+    sink.commit(messages, batch_id)
 
 
 SMALL = pa.table(
@@ -82,7 +94,7 @@ def test_parts_of_a_batch_are_printed_together_in_order() -> None:
 
 def test_an_empty_batch_prints_the_header_row() -> None:
     sink, out = make_console(SMALL.schema)
-    sink.commit(3, [])
+    sink.commit([], 3)
     assert out.getvalue() == (
         HEADER.format(3) + "+---------+-----+----+\n"
         "|timestamp|value|word|\n"
@@ -97,8 +109,7 @@ def test_num_rows_zero_prints_no_rows() -> None:
 
 
 def test_prints_to_sys_stdout_at_the_time_of_printing(capsys: pytest.CaptureFixture[str]) -> None:
-    parsed = ConsoleSink.options.parse({}, connector="console")
-    sink = ConsoleSink(SinkContext(options=parsed, schema=SMALL.schema))
+    sink = make_sink().stream_writer(WriteContext(schema=SMALL.schema))
     deliver(sink, 0, SMALL)
     printed = capsys.readouterr().out
     assert printed.startswith(HEADER.format(0))
@@ -106,9 +117,10 @@ def test_prints_to_sys_stdout_at_the_time_of_printing(capsys: pytest.CaptureFixt
 
 
 def test_capabilities_and_options() -> None:
-    assert ConsoleSink.output_modes == {OutputMode.APPEND, OutputMode.UPDATE, OutputMode.COMPLETE}
-    assert not ConsoleSink.needs_checkpoint
-    sink, _ = make_console(SMALL.schema)
+    capabilities = ConsoleSink.capabilities
+    assert capabilities.output_modes == {OutputMode.APPEND, OutputMode.UPDATE, OutputMode.COMPLETE}
+    assert not capabilities.needs_checkpoint
+    sink = make_sink()
     assert (sink.num_rows, sink.truncate) == (20, True)
     assert sink.describe() == "ConsoleSink[numRows=20, truncate=true]"
     with pytest.raises(OptionError, match="numRows"):

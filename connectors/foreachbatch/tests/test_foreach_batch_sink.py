@@ -9,16 +9,28 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import ConfigurationError, Guarantee, OutputMode, SinkContext
+from microbatch import ConfigurationError, Guarantee, OutputMode, PartContext, WriteContext
 from microbatch.errors import OptionError
-from microbatch_foreachbatch import ForeachBatchSink
+from microbatch_foreachbatch import ForeachBatchSink, ForeachBatchWriter
 
 SCHEMA = pa.schema([("value", pa.int64())])
 
 
-def make_sink(function: Any, mode: OutputMode = OutputMode.APPEND) -> ForeachBatchSink:
+def make_connector(function: Any) -> ForeachBatchSink:
     options = ForeachBatchSink.options.parse({"function": function}, connector="foreachBatch")
-    return ForeachBatchSink(SinkContext(options=options, schema=SCHEMA, output_mode=mode))
+    return ForeachBatchSink(options)
+
+
+def make_sink(function: Any, mode: OutputMode = OutputMode.APPEND) -> ForeachBatchWriter:
+    """The stream writer of one query run, as ``start()`` makes it."""
+    return make_connector(function).stream_writer(WriteContext(schema=SCHEMA, output_mode=mode))
+
+
+def write(
+    sink: ForeachBatchWriter, batch_id: int, data: pa.RecordBatchReader, index: int = 0
+) -> Any:
+    """Write one part of a batch as the engine does."""
+    return sink.part_writer().write(data, PartContext(batch_id, index, index + 1))
 
 
 def part(*values: int) -> pa.RecordBatchReader:
@@ -35,20 +47,21 @@ class Recorder:
 
 
 def test_declared_capabilities() -> None:
+    capabilities = ForeachBatchSink.capabilities
     assert ForeachBatchSink.format_name == "foreachBatch"
-    assert ForeachBatchSink.output_modes == set(OutputMode)
-    assert ForeachBatchSink.guarantee is Guarantee.AT_LEAST_ONCE
-    assert ForeachBatchSink.needs_checkpoint is False
-    assert not ForeachBatchSink.supports_partition_by
+    assert capabilities.output_modes == set(OutputMode)
+    assert capabilities.guarantee is Guarantee.AT_LEAST_ONCE
+    assert capabilities.needs_checkpoint is False
+    assert not capabilities.partition_by
 
 
 def test_function_gets_the_whole_batch_once_with_its_id() -> None:
     recorder = Recorder()
     sink = make_sink(recorder)
-    messages = [sink.write(0, part(1, 2)), sink.write(0, part(3))]
+    messages = [write(sink, 0, part(1, 2)), write(sink, 0, part(3), 1)]
     assert recorder.calls == []  # nothing happens before the batch commits
-    sink.commit(0, messages)
-    sink.commit(1, [sink.write(1, part(4))])
+    sink.commit(messages, 0)
+    sink.commit([write(sink, 1, part(4))], 1)
     assert recorder.calls == [([1, 2, 3], 0, int), ([4], 1, int)]
 
 
@@ -58,22 +71,22 @@ def test_parts_written_in_parallel_arrive_in_split_order() -> None:
     messages: list[Any] = [None] * 6
 
     def write(index: int) -> None:
-        messages[index] = sink.write(7, part(*range(index * 10, index * 10 + 10)))
+        messages[index] = write(sink, 7, part(*range(index * 10, index * 10 + 10)), index)
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(6)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    sink.commit(7, messages)
+    sink.commit(messages, 7)
     assert recorder.calls == [(list(range(60)), 7, int)]
 
 
 def test_an_executed_batch_without_rows_calls_the_function_with_an_empty_table() -> None:
     seen: list[pa.Table] = []
     sink = make_sink(lambda batch, batch_id: seen.append(batch))
-    sink.commit(0, [sink.write(0, pa.RecordBatchReader.from_batches(SCHEMA, []))])
-    sink.commit(1, [])
+    sink.commit([write(sink, 0, pa.RecordBatchReader.from_batches(SCHEMA, []))], 0)
+    sink.commit([], 1)
     assert [table.num_rows for table in seen] == [0, 0]
     assert all(table.schema.equals(SCHEMA) for table in seen)
 
@@ -81,8 +94,8 @@ def test_an_executed_batch_without_rows_calls_the_function_with_an_empty_table()
 def test_a_replayed_batch_calls_the_function_again() -> None:
     recorder = Recorder()
     sink = make_sink(recorder)
-    sink.commit(3, [sink.write(3, part(1))])
-    sink.commit(3, [sink.write(3, part(1))])
+    sink.commit([write(sink, 3, part(1))], 3)
+    sink.commit([write(sink, 3, part(1))], 3)
     assert recorder.calls == [([1], 3, int), ([1], 3, int)]
 
 
@@ -96,9 +109,9 @@ def test_the_user_error_propagates_unchanged() -> None:
         raise failure
 
     sink = make_sink(fail)
-    message = sink.write(0, part(1))
+    message = write(sink, 0, part(1))
     with pytest.raises(Boom) as caught:
-        sink.commit(0, [message])
+        sink.commit([message], 0)
     assert caught.value is failure
 
 
@@ -106,7 +119,7 @@ def test_the_user_error_propagates_unchanged() -> None:
 def test_every_output_mode_is_accepted(mode: OutputMode) -> None:
     recorder = Recorder()
     sink = make_sink(recorder, mode)
-    sink.commit(0, [sink.write(0, part(5))])
+    sink.commit([write(sink, 0, part(5))], 0)
     assert recorder.calls == [([5], 0, int)]
 
 
@@ -119,7 +132,7 @@ def test_function_must_be_callable() -> None:
     with pytest.raises(
         ConfigurationError, match="must be a callable function\\(batch, batch_id\\), got str"
     ):
-        make_sink("print")
+        make_connector("print")
 
 
 def one_argument(batch: pa.Table) -> None:
@@ -139,7 +152,7 @@ def test_function_must_take_two_positional_arguments(function: Any) -> None:
     with pytest.raises(
         ConfigurationError, match="cannot be called as function\\(batch, batch_id\\)"
     ):
-        make_sink(function)
+        make_connector(function)
 
 
 def with_default(batch: pa.Table, batch_id: int, retries: int = 3) -> None:
@@ -163,8 +176,9 @@ class Writer:
     ],
 )
 def test_compatible_callables_are_accepted(function: Any) -> None:
+    assert make_connector(function).function is function
     assert make_sink(function).function is function
 
 
 def test_describe_names_the_function() -> None:
-    assert make_sink(with_default).describe() == "ForeachBatchSink[with_default]"
+    assert make_connector(with_default).describe() == "ForeachBatchSink[with_default]"

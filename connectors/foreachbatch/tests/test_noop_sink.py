@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from microbatch import OutputMode, SinkContext
-from microbatch_foreachbatch import NoopSink
+from microbatch import OutputMode, PartContext, WriteContext
+from microbatch_foreachbatch import NoopSink, RowsProcessed
 
 SCHEMA = pa.schema([("value", pa.int64())])
 
@@ -20,13 +20,14 @@ def test_noop_reads_every_row_of_every_part() -> None:
             produced.append(start)
             yield pa.RecordBatch.from_pydict({"value": list(range(start, start + 10))}, SCHEMA)
 
-    sink = NoopSink(
-        SinkContext(options=NoopSink.options.parse({}, connector="noop"), schema=SCHEMA)
+    connector = NoopSink(NoopSink.options.parse({}, connector="noop"))
+    sink = connector.stream_writer(WriteContext(schema=SCHEMA))
+    message = sink.part_writer().write(
+        pa.RecordBatchReader.from_batches(SCHEMA, batches()), PartContext(0, 0, 1)
     )
-    message = sink.write(0, pa.RecordBatchReader.from_batches(SCHEMA, batches()))
-    sink.commit(0, [message])
+    sink.commit([message], 0)
     sink.stop()
-    assert message == 30
+    assert message == RowsProcessed(30)
     assert produced == [0, 10, 20]  # the upstream was consumed to the end
-    assert NoopSink.output_modes == set(OutputMode)
-    assert NoopSink.needs_checkpoint is False
+    assert NoopSink.capabilities.output_modes == set(OutputMode)
+    assert NoopSink.capabilities.needs_checkpoint is False

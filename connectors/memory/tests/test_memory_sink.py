@@ -5,15 +5,16 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import microbatch as mb
 import microbatch_memory
-from microbatch import ConfigurationError, Guarantee, OutputMode, SinkContext
+from microbatch import ConfigurationError, Guarantee, OutputMode, PartContext, WriteContext
 from microbatch.errors import SchemaMismatchError
-from microbatch_memory import MemorySink, MemoryTable, memory_table
+from microbatch_memory import MemorySink, MemoryTable, MemoryWriter, memory_table
 
 SCHEMA = pa.schema([("key", pa.string()), ("value", pa.int64())])
 
@@ -22,35 +23,42 @@ def new_session() -> mb.Session:
     return mb.Session(load_plugins=False)
 
 
+def make_connector(session: object) -> MemorySink:
+    return MemorySink(MemorySink.options.parse({}, connector="memory"), session=session)
+
+
 def make_sink(
     session: object,
     name: str | None = "out",
     mode: OutputMode = OutputMode.APPEND,
     query_id: str = "q1",
     schema: pa.Schema = SCHEMA,
-) -> MemorySink:
-    options = MemorySink.options.parse({}, connector="memory")
-    context = SinkContext(
-        options=options,
+) -> MemoryWriter:
+    """The stream writer of one query run, as ``start()`` makes it."""
+    context = WriteContext(
         schema=schema,
         output_mode=mode,
         query_id=query_id,
         query_name=name,
         session=session,
     )
-    return MemorySink(context)
+    return make_connector(session).stream_writer(context)
 
 
 def rows(*pairs: tuple[str, int]) -> pa.Table:
     return pa.Table.from_pylist([{"key": k, "value": v} for k, v in pairs], schema=SCHEMA)
 
 
-def run_batch(sink: MemorySink, batch_id: int, *parts: pa.Table) -> None:
+def run_batch(sink: MemoryWriter, batch_id: int, *parts: pa.Table) -> None:
+    part_writer = sink.part_writer()
     messages = [
-        sink.write(batch_id, pa.RecordBatchReader.from_batches(SCHEMA, p.to_batches()))
-        for p in parts
+        part_writer.write(
+            pa.RecordBatchReader.from_batches(SCHEMA, p.to_batches()),
+            PartContext(batch_id=batch_id, part_index=index, num_parts=len(parts)),
+        )
+        for index, p in enumerate(parts)
     ]
-    sink.commit(batch_id, messages)
+    sink.commit(messages, batch_id)
 
 
 def as_pairs(table: pa.Table) -> list[tuple[str, int]]:
@@ -58,11 +66,12 @@ def as_pairs(table: pa.Table) -> list[tuple[str, int]]:
 
 
 def test_declared_capabilities() -> None:
+    capabilities = MemorySink.capabilities
     assert MemorySink.format_name == "memory"
-    assert MemorySink.output_modes == {OutputMode.APPEND, OutputMode.COMPLETE, OutputMode.UPDATE}
-    assert MemorySink.guarantee is Guarantee.EXACTLY_ONCE
-    assert MemorySink.needs_checkpoint is False
-    assert not MemorySink.supports_partition_by
+    assert capabilities.output_modes == {OutputMode.APPEND, OutputMode.COMPLETE, OutputMode.UPDATE}
+    assert capabilities.guarantee is Guarantee.EXACTLY_ONCE
+    assert capabilities.needs_checkpoint is False
+    assert not capabilities.partition_by
 
 
 @pytest.mark.parametrize("name", [None, ""])
@@ -76,7 +85,7 @@ def test_rejects_unknown_options() -> None:
         MemorySink.options.parse({"numRows": 3}, connector="memory")
 
 
-def test_registers_an_empty_table_at_construction() -> None:
+def test_registers_an_empty_table_when_the_writer_is_made() -> None:
     session = new_session()
     make_sink(session)
     table = session.table("out")
@@ -226,18 +235,19 @@ def test_parallel_writes_of_one_batch_all_land() -> None:
     session = new_session()
     sink = make_sink(session)
     parts = [rows(*[(f"p{p}", i) for i in range(100)]) for p in range(8)]
-    messages: list[object] = [None] * len(parts)
+    messages: list[Any] = [None] * len(parts)
+    part_writer = sink.part_writer()
 
     def write(index: int) -> None:
         reader = pa.RecordBatchReader.from_batches(SCHEMA, parts[index].to_batches())
-        messages[index] = sink.write(0, reader)
+        messages[index] = part_writer.write(reader, PartContext(0, index, len(parts)))
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(len(parts))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    sink.commit(0, messages)
+    sink.commit(messages, 0)
     table = session.table("out")
     assert table.num_rows == 800
     assert table.column("key").to_pylist()[:100] == ["p0"] * 100  # split order is kept
@@ -277,4 +287,7 @@ def test_memory_table_conforms_compatible_batches_and_rejects_others() -> None:
 
 
 def test_describe_names_the_table() -> None:
-    assert make_sink(new_session(), name="big").describe() == "MemorySink[big]"
+    session = new_session()
+    sink = make_connector(session)
+    sink.stream_writer(WriteContext(schema=SCHEMA, query_name="big", session=session))
+    assert sink.describe() == "MemorySink[big]"

@@ -8,26 +8,31 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import ConfigurationError, ReadAllAvailable, ReadMaxRows, SourceContext
+from microbatch import ConfigurationError, ReadAllAvailable, ReadContext, ReadMaxRows
 from microbatch.errors import OptionError, SchemaError, SchemaMismatchError, SourceError
-from microbatch_memory import MemoryStream, MemoryStreamSource
+from microbatch_memory import MemoryStream, MemoryStreamReader, MemoryStreamSource
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
 
-def make_source(stream: Any, wake: Any = None, streaming: bool = True) -> MemoryStreamSource:
+def make_connector(stream: Any, streaming: bool = True) -> MemoryStreamSource:
     options = MemoryStreamSource.options.parse({"stream": stream}, connector="memory")
-    context = SourceContext(options=options, streaming=streaming)
-    if wake is not None:
-        context.wake = wake
-    return MemoryStreamSource(context)
+    return MemoryStreamSource(options, streaming=streaming)
 
 
-def read_range(source: MemoryStreamSource, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
+def make_source(stream: Any, wake: Any = None, streaming: bool = True) -> MemoryStreamReader:
+    """The stream reader of one run, as the engine makes it."""
+    source = make_connector(stream, streaming=streaming)
+    extra = {"wake": wake} if wake is not None else {}
+    return source.stream_reader(ReadContext(schema=source.schema(), streaming=streaming, **extra))
+
+
+def read_range(source: MemoryStreamReader, start: dict[str, Any], end: dict[str, Any]) -> list[Any]:
     out: list[Any] = []
-    for split in source.plan(start, end):
-        for batch in source.read(split):
-            assert batch.schema.equals(source.schema)
+    split_reader = source.split_reader()
+    for split in source.partitions(start, end):
+        for batch in split_reader.read(split):
+            assert batch.schema.equals(source.stream.schema)
             out.extend(batch.to_pylist())
     return out
 
@@ -89,7 +94,8 @@ def test_source_offsets_count_batches() -> None:
     stream.add_data([{"id": 2, "name": "b"}, {"id": 3, "name": "c"}])
     end = source.latest_offset(start, ReadAllAvailable())
     assert end == {"offset": 2}
-    assert source.plan(start, end) == [0, 1]  # one split per added batch
+    # one split per added batch
+    assert [split.index for split in source.partitions(start, end)] == [0, 1]
     assert [row["id"] for row in read_range(source, start, end)] == [1, 2, 3]
     assert source.latest_offset(end, ReadMaxRows(1)) is end
     stream.add_data([{"id": 4, "name": "d"}])
@@ -126,7 +132,7 @@ def test_offsets_beyond_the_stream_fail_clearly() -> None:
     # a checkpoint from an earlier process points past what this stream holds
     assert source.latest_offset({"offset": 5}, ReadAllAvailable()) == {"offset": 5}
     with pytest.raises(SourceError, match=r"holds 1 batch\(es\): .*Delete the checkpoint"):
-        source.plan({"offset": 1}, {"offset": 5})
+        source.partitions({"offset": 1}, {"offset": 5})
 
 
 @pytest.mark.parametrize("offset", [{}, {"offset": -1}, {"offset": "1"}, {"offset": True}])
@@ -166,15 +172,15 @@ def test_stream_option_is_required_and_must_be_a_memory_stream() -> None:
     with pytest.raises(
         ConfigurationError, match=r"must be a microbatch_memory\.MemoryStream, got list"
     ):
-        make_source([1, 2, 3])
+        make_connector([1, 2, 3])
 
 
 def test_schema_and_description_come_from_the_stream() -> None:
-    source = make_source(MemoryStream(SCHEMA))
-    assert source.schema.equals(SCHEMA)
+    source = make_connector(MemoryStream(SCHEMA))
+    assert source.schema().equals(SCHEMA)
     assert source.describe() == "MemoryStream[id, name]"
-    assert MemoryStreamSource.replayable is True
-    assert MemoryStreamSource.user_schema == "forbidden"
+    assert MemoryStreamSource.capabilities.replayable is True
+    assert MemoryStreamSource.capabilities.user_schema == "forbidden"
 
 
 def test_batch_read_takes_everything_added() -> None:

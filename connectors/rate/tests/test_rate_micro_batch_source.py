@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import json
+import pickle
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -8,19 +8,31 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import ReadAllAvailable, ReadMaxRows, SourceContext
+from microbatch import ReadAllAvailable, ReadContext, ReadMaxRows
 from microbatch.errors import OptionError, SourceError
-from microbatch_rate import RateMicroBatchSource
+from microbatch_rate import RateMicroBatchReader, RateMicroBatchSource
+from microbatch_rate._arrays import SCHEMA
 
 
-def make_micro(streaming: bool = True, **options: Any) -> RateMicroBatchSource:
+def make_source(streaming: bool = True, **options: Any) -> RateMicroBatchSource:
     parsed = RateMicroBatchSource.options.parse(options, connector="rate-micro-batch")
-    return RateMicroBatchSource(SourceContext(options=parsed, streaming=streaming))
+    return RateMicroBatchSource(parsed, streaming=streaming)
 
 
-def read_batch(source: RateMicroBatchSource, start: Any, end: Any) -> pa.Table:
-    batches = [batch for split in source.plan(start, end) for batch in source.read(split)]
-    return pa.Table.from_batches(batches, schema=source.schema).sort_by("value")
+def make_micro(streaming: bool = True, **options: Any) -> RateMicroBatchReader:
+    """The stream reader of one run (or one batch read) of a rate-micro-batch source."""
+    source = make_source(streaming, **options)
+    return source.stream_reader(ReadContext(schema=source.schema(), streaming=streaming))
+
+
+def read_splits(source: RateMicroBatchReader, splits: list[Any]) -> list[pa.RecordBatch]:
+    split_reader = source.split_reader()
+    return [batch for split in splits for batch in split_reader.read(split)]
+
+
+def read_batch(source: RateMicroBatchReader, start: Any, end: Any) -> pa.Table:
+    batches = read_splits(source, source.partitions(start, end))
+    return pa.Table.from_batches(batches, schema=SCHEMA).sort_by("value")
 
 
 def millis(value: int) -> datetime:
@@ -44,14 +56,14 @@ def test_negative_settings_are_refused(name: str, value: int) -> None:
 
 
 def test_describe_and_capabilities() -> None:
-    source = make_micro(rowsPerBatch=10, numPartitions=2, startTimestamp=5)
+    source = make_source(rowsPerBatch=10, numPartitions=2, startTimestamp=5)
     assert source.describe() == (
         "RateMicroBatchSource[rowsPerBatch=10, numPartitions=2, startTimestamp=5, "
         "advanceMillisPerBatch=1000]"
     )
-    assert RateMicroBatchSource.supports_available_now
-    assert RateMicroBatchSource.replayable
-    assert source.schema.names == ["timestamp", "value"]
+    assert RateMicroBatchSource.capabilities.available_now
+    assert RateMicroBatchSource.capabilities.replayable
+    assert source.schema().names == ["timestamp", "value"]
 
 
 def test_each_trigger_advances_exactly_one_batch() -> None:
@@ -80,10 +92,12 @@ def test_batch_k_holds_its_values_and_one_timestamp() -> None:
 
 def test_partitions_take_every_nth_value_from_the_batch_start() -> None:
     source = make_micro(rowsPerBatch=7, numPartitions=3)
-    splits = source.plan({"offset": 7, "timestamp": 1_000}, {"offset": 14, "timestamp": 2_000})
-    assert json.loads(json.dumps(splits)) == splits
+    splits = source.partitions(
+        {"offset": 7, "timestamp": 1_000}, {"offset": 14, "timestamp": 2_000}
+    )
+    assert pickle.loads(pickle.dumps(splits)) == splits
     per_split = [
-        [value for batch in source.read(split) for value in batch.column("value").to_pylist()]
+        [value for batch in read_splits(source, [split]) for value in batch["value"].to_pylist()]
         for split in splits
     ]
     assert per_split == [[7, 10, 13], [8, 11], [9, 12]]
@@ -91,8 +105,13 @@ def test_partitions_take_every_nth_value_from_the_batch_start() -> None:
 
 def test_more_partitions_than_rows_leaves_some_empty() -> None:
     source = make_micro(rowsPerBatch=2, numPartitions=4)
-    splits = source.plan(source.initial_offset(), {"offset": 2, "timestamp": 1_000})
-    assert [sum(b.num_rows for b in source.read(split)) for split in splits] == [1, 1, 0, 0]
+    splits = source.partitions(source.initial_offset(), {"offset": 2, "timestamp": 1_000})
+    assert [sum(b.num_rows for b in read_splits(source, [split])) for split in splits] == [
+        1,
+        1,
+        0,
+        0,
+    ]
 
 
 def test_replaying_a_batch_gives_identical_rows() -> None:
@@ -126,11 +145,12 @@ def test_batch_read_returns_one_batch() -> None:
 def test_a_million_rows_in_bounded_batches_quickly() -> None:
     source = make_micro(rowsPerBatch=1_000_000, numPartitions=1)
     start = source.initial_offset()
-    (split,) = source.plan(start, source.latest_offset(start, ReadAllAvailable()))
+    (split,) = source.partitions(start, source.latest_offset(start, ReadAllAvailable()))
+    split_reader = source.split_reader()
     best = float("inf")
     for _ in range(3):
         began = time.perf_counter()
-        batches = list(source.read(split))
+        batches = list(split_reader.read(split))
         best = min(best, time.perf_counter() - began)
     assert max(batch.num_rows for batch in batches) == 65_536
     assert sum(batch.num_rows for batch in batches) == 1_000_000
@@ -151,3 +171,8 @@ def test_offsets_beyond_int64_are_an_error() -> None:
     end = source.latest_offset(source.initial_offset(), ReadAllAvailable())
     with pytest.raises(SourceError, match="Integer overflow"):
         source.latest_offset(source.latest_offset(end, ReadAllAvailable()), ReadAllAvailable())
+
+
+def test_foreign_splits_are_refused() -> None:
+    with pytest.raises(SourceError, match=r"not planned by the rate-micro-batch source.*range_end"):
+        list(make_micro(rowsPerBatch=1).split_reader().read({"partition": 0}))  # type: ignore[arg-type]

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
+import pickle
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,14 +10,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import ReadAllAvailable, ReadMaxRows, SourceContext, StateStore
+from microbatch import ReadAllAvailable, ReadContext, ReadMaxRows, StateStore
 from microbatch.errors import (
     CorruptCheckpointError,
     OptionError,
     SourceError,
     UnsupportedOperationError,
 )
-from microbatch_rate import RateSource
+from microbatch_rate import RateSource, RateStreamReader
 from microbatch_rate.rate import value_at_second
 
 START = 1_700_000_000.74  # epoch seconds; the first row is stamped here
@@ -38,14 +38,25 @@ def rate_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     return clock
 
 
-def make_rate(state: StateStore | None = None, **options: Any) -> RateSource:
+def make_source(**options: Any) -> RateSource:
     parsed = RateSource.options.parse(options, connector="rate")
-    return RateSource(SourceContext(options=parsed, state=state))
+    return RateSource(parsed)
 
 
-def read_all(source: RateSource, start: dict[str, Any], end: dict[str, Any]) -> pa.Table:
-    batches = [batch for split in source.plan(start, end) for batch in source.read(split)]
-    table = pa.Table.from_batches(batches, schema=source.schema)
+def make_rate(state: StateStore | None = None, **options: Any) -> RateStreamReader:
+    """The stream reader of one run of a rate source with these options."""
+    source = make_source(**options)
+    return source.stream_reader(ReadContext(schema=source.schema(), state=state))
+
+
+def read_splits(source: RateStreamReader, splits: list[Any]) -> list[pa.RecordBatch]:
+    split_reader = source.split_reader()
+    return [batch for split in splits for batch in split_reader.read(split)]
+
+
+def read_all(source: RateStreamReader, start: dict[str, Any], end: dict[str, Any]) -> pa.Table:
+    batches = read_splits(source, source.partitions(start, end))
+    table = pa.Table.from_batches(batches, schema=make_source().schema())
     return table.sort_by("value")
 
 
@@ -58,19 +69,19 @@ def at(seconds: float) -> datetime:
 
 
 def test_schema_and_defaults() -> None:
-    source = make_rate()
-    assert source.schema == pa.schema(
+    source = make_source()
+    assert source.schema() == pa.schema(
         [("timestamp", pa.timestamp("us", tz="UTC")), ("value", pa.int64())]
     )
     assert source.rows_per_second == 1
     assert source.ramp_up_seconds == 0
     assert source.num_partitions == (os.cpu_count() or 1)
-    assert not RateSource.supports_available_now
-    assert RateSource.replayable
+    assert not RateSource.capabilities.available_now
+    assert RateSource.capabilities.replayable
 
 
 def test_describe_names_the_settings() -> None:
-    source = make_rate(rowsPerSecond=5, numPartitions=2)
+    source = make_source(rowsPerSecond=5, numPartitions=2)
     assert source.describe() == "RateSource[rowsPerSecond=5, rampUpTimeSeconds=0, numPartitions=2]"
 
 
@@ -81,7 +92,7 @@ def test_rows_per_second_must_be_positive(value: object) -> None:
 
 
 def test_ramp_up_time_must_be_whole_seconds() -> None:
-    assert make_rate(rampUpTime="3 seconds").ramp_up_seconds == 3
+    assert make_source(rampUpTime="3 seconds").ramp_up_seconds == 3
     with pytest.raises(OptionError, match=r"rampUpTime.*whole number of seconds"):
         make_rate(rampUpTime="1500ms")
 
@@ -94,7 +105,7 @@ def test_unknown_option_suggests_the_right_name() -> None:
 def test_batch_read_is_refused() -> None:
     parsed = RateSource.options.parse({}, connector="rate")
     with pytest.raises(UnsupportedOperationError, match="rate-micro-batch"):
-        RateSource(SourceContext(options=parsed, streaming=False))
+        RateSource(parsed, streaming=False)
 
 
 def test_value_at_second_ramps_up_linearly() -> None:
@@ -152,24 +163,24 @@ def test_ramp_up_produces_growing_batches(rate_clock: FakeClock) -> None:
 def test_partitions_take_every_nth_value_of_the_batch(rate_clock: FakeClock) -> None:
     source = make_rate(rowsPerSecond=5, numPartitions=3)
     source.initial_offset()
-    splits = source.plan({"seconds": 1}, {"seconds": 2})
-    assert [split["partition"] for split in splits] == [0, 1, 2]
+    splits = source.partitions({"seconds": 1}, {"seconds": 2})
+    assert [split.partition for split in splits] == [0, 1, 2]
     per_split = [
-        [value for batch in source.read(split) for value in batch.column("value").to_pylist()]
+        [value for batch in read_splits(source, [split]) for value in batch["value"].to_pylist()]
         for split in splits
     ]
     assert per_split == [[5, 8], [6, 9], [7]]
 
 
-def test_splits_are_json_and_replay_the_same_rows(rate_clock: FakeClock) -> None:
+def test_splits_pickle_and_replay_the_same_rows(rate_clock: FakeClock) -> None:
     source = make_rate(rowsPerSecond=7, numPartitions=2)
     source.initial_offset()
-    splits = source.plan({"seconds": 2}, {"seconds": 5})
-    copied = json.loads(json.dumps(splits))
+    splits = source.partitions({"seconds": 2}, {"seconds": 5})
+    copied = pickle.loads(pickle.dumps(splits))
     assert copied == splits
     rate_clock.now = START + 500  # reading later changes nothing
-    again = make_rate(rowsPerSecond=7, numPartitions=2)
-    first = [batch for split in splits for batch in source.read(split)]
+    again = pickle.loads(pickle.dumps(make_rate(rowsPerSecond=7).split_reader()))
+    first = read_splits(source, splits)
     second = [batch for split in copied for batch in again.read(split)]
     assert pa.Table.from_batches(first).equals(pa.Table.from_batches(second))
 
@@ -177,10 +188,10 @@ def test_splits_are_json_and_replay_the_same_rows(rate_clock: FakeClock) -> None
 def test_large_ranges_come_in_bounded_batches(rate_clock: FakeClock) -> None:
     source = make_rate(rowsPerSecond=200_000, numPartitions=1)
     source.initial_offset()
-    (split,) = source.plan({"seconds": 0}, {"seconds": 1})
-    batches = list(source.read(split))
+    (split,) = source.partitions({"seconds": 0}, {"seconds": 1})
+    batches = read_splits(source, [split])
     assert [batch.num_rows for batch in batches] == [65_536, 65_536, 65_536, 3_392]
-    assert all(batch.schema == source.schema for batch in batches)
+    assert all(batch.schema == make_source().schema() for batch in batches)
     values = pa.Table.from_batches(batches).column("value")
     assert values.to_pylist() == list(range(200_000))
     last = pa.Table.from_batches(batches).column("timestamp")[-1].as_py()
@@ -190,9 +201,9 @@ def test_large_ranges_come_in_bounded_batches(rate_clock: FakeClock) -> None:
 def test_empty_range_plans_splits_that_read_nothing(rate_clock: FakeClock) -> None:
     source = make_rate(rowsPerSecond=1, rampUpTime="3 seconds", numPartitions=2)
     source.initial_offset()
-    splits = source.plan({"seconds": 0}, {"seconds": 2})  # 1 row/s ramped over 3 s: none yet
+    splits = source.partitions({"seconds": 0}, {"seconds": 2})  # 1 row/s ramped over 3 s
     assert len(splits) == 2
-    assert [batch for split in splits for batch in source.read(split)] == []
+    assert read_splits(source, splits) == []
 
 
 def test_start_time_survives_a_restart(rate_clock: FakeClock, tmp_path: Path) -> None:
@@ -233,7 +244,7 @@ def test_restart_never_reports_less_than_a_planned_batch(
     make_rate(StateStore(str(tmp_path))).initial_offset()
     restarted = make_rate(StateStore(str(tmp_path)), numPartitions=1)
     rate_clock.now = START + 4  # e.g. the clock of another machine lags behind
-    restarted.plan({"seconds": 7}, {"seconds": 9})
+    restarted.partitions({"seconds": 7}, {"seconds": 9})
     assert restarted.latest_offset({"seconds": 7}, ReadAllAvailable()) == {"seconds": 9}
 
 
@@ -253,13 +264,13 @@ def test_foreign_offsets_are_refused(offset: Any, rate_clock: FakeClock) -> None
 def test_foreign_splits_are_refused() -> None:
     source = make_rate()
     with pytest.raises(SourceError, match="range_start"):
-        list(source.read({"partition": 0, "partitions": 1}))
+        list(source.split_reader().read({"partition": 0, "partitions": 1}))  # type: ignore[arg-type]
 
 
 def test_batch_that_ends_before_it_starts_is_refused(rate_clock: FakeClock) -> None:
     source = make_rate()
     with pytest.raises(SourceError, match="ends before it starts"):
-        source.plan({"seconds": 4}, {"seconds": 2})
+        source.partitions({"seconds": 4}, {"seconds": 2})
 
 
 def test_values_beyond_int64_are_an_error(rate_clock: FakeClock) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import ReadAllAvailable, ReadMaxRows, SourceContext
+from microbatch import ReadAllAvailable, ReadContext, ReadMaxRows
 from microbatch.errors import OptionError, SourceError, UnsupportedOperationError
-from microbatch_socket import SocketSource
+from microbatch_socket import SocketSource, SocketStreamReader
 
 DEADLINE = 10.0
 
@@ -50,25 +50,33 @@ def line_server() -> Iterator[LineServer]:
     server.close()
 
 
+def make_source(port: int, **options: Any) -> SocketSource:
+    raw = {"host": "127.0.0.1", "port": port, **options}
+    parsed = SocketSource.options.parse(raw, connector="socket")
+    return SocketSource(parsed)
+
+
 def open_source(
     server: LineServer, wake: Callable[[], None] = lambda: None, **options: Any
-) -> SocketSource:
-    raw = {"host": "127.0.0.1", "port": server.port, **options}
-    parsed = SocketSource.options.parse(raw, connector="socket")
-    source = SocketSource(SourceContext(options=parsed, wake=wake))
+) -> SocketStreamReader:
+    """The stream reader of one run, connected to ``server``."""
+    source = make_source(server.port, **options)
+    reader = source.stream_reader(ReadContext(schema=source.schema(), wake=wake))
     server.accept()
-    return source
+    return reader
 
 
 @pytest.fixture
-def sources() -> Iterator[list[SocketSource]]:
-    opened: list[SocketSource] = []
+def sources() -> Iterator[list[SocketStreamReader]]:
+    opened: list[SocketStreamReader] = []
     yield opened
     for source in opened:
         source.stop()
 
 
-def wait_for_offset(source: SocketSource, start: dict[str, Any], lines: int) -> dict[str, Any]:
+def wait_for_offset(
+    source: SocketStreamReader, start: dict[str, Any], lines: int
+) -> dict[str, Any]:
     deadline = time.monotonic() + DEADLINE
     while True:
         end = source.latest_offset(start, ReadAllAvailable())
@@ -78,32 +86,42 @@ def wait_for_offset(source: SocketSource, start: dict[str, Any], lines: int) -> 
         time.sleep(0.005)
 
 
-def read_values(source: SocketSource, start: Any, end: Any) -> list[str]:
+def read_splits(source: SocketStreamReader, splits: list[Any]) -> list[pa.RecordBatch]:
+    split_reader = source.split_reader()
+    return [batch for split in splits for batch in split_reader.read(split)]
+
+
+def read_values(source: SocketStreamReader, start: Any, end: Any) -> list[str]:
     return [
         value
-        for split in source.plan(start, end)
-        for batch in source.read(split)
+        for batch in read_splits(source, source.partitions(start, end))
         for value in batch.column("value").to_pylist()
     ]
 
 
-def test_schema_follows_include_timestamp(
-    line_server: LineServer, sources: list[SocketSource]
-) -> None:
-    plain = open_source(line_server)
-    sources.append(plain)
-    assert plain.schema == pa.schema([("value", pa.string())])
+def test_schema_follows_include_timestamp(line_server: LineServer) -> None:
+    plain = make_source(line_server.port)
+    assert plain.schema() == pa.schema([("value", pa.string())])
     assert plain.describe() == f"SocketSource[host=127.0.0.1, port={line_server.port}]"
-    assert not SocketSource.replayable
-    other = LineServer()
-    try:
-        stamped = open_source(other, includeTimestamp="true")
-        sources.append(stamped)
-        assert stamped.schema == pa.schema(
-            [("value", pa.string()), ("timestamp", pa.timestamp("us", tz="UTC"))]
-        )
-    finally:
-        other.close()
+    assert not SocketSource.capabilities.replayable
+    stamped = make_source(line_server.port, includeTimestamp="true")
+    assert stamped.schema() == pa.schema(
+        [("value", pa.string()), ("timestamp", pa.timestamp("us", tz="UTC"))]
+    )
+
+
+def test_the_connector_object_does_not_connect(
+    line_server: LineServer, sources: list[SocketStreamReader]
+) -> None:
+    source = make_source(line_server.port)
+    source.schema()
+    line_server.listener.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        line_server.listener.accept()  # nobody connected yet
+    reader = source.stream_reader(ReadContext(schema=source.schema()))
+    sources.append(reader)
+    line_server.accept()
+    assert reader.connected
 
 
 def test_host_and_port_are_required() -> None:
@@ -122,18 +140,19 @@ def test_port_must_be_a_tcp_port(port: object) -> None:
 def test_batch_read_is_refused() -> None:
     parsed = SocketSource.options.parse({"host": "localhost", "port": 9}, connector="socket")
     with pytest.raises(UnsupportedOperationError, match="read_stream"):
-        SocketSource(SourceContext(options=parsed, streaming=False))
+        SocketSource(parsed, streaming=False)
 
 
 def test_connection_refused_names_the_address() -> None:
     with socket.create_server(("127.0.0.1", 0)) as probe:
         port = probe.getsockname()[1]
     parsed = SocketSource.options.parse({"host": "127.0.0.1", "port": port}, connector="socket")
+    source = SocketSource(parsed)
     with pytest.raises(SourceError, match=f"cannot connect to 127.0.0.1:{port}"):
-        SocketSource(SourceContext(options=parsed))
+        source.stream_reader(ReadContext(schema=source.schema()))
 
 
-def test_lines_become_rows_in_order(line_server: LineServer, sources: list[SocketSource]) -> None:
+def test_lines_become_rows_in_order(line_server: LineServer, sources: list[SocketStreamReader]) -> None:
     woken = threading.Event()
     source = open_source(line_server, wake=woken.set, numPartitions=4)
     sources.append(source)
@@ -143,7 +162,7 @@ def test_lines_become_rows_in_order(line_server: LineServer, sources: list[Socke
     line_server.send(b"first\nsecond\r\nthi")
     assert woken.wait(DEADLINE)
     end = wait_for_offset(source, start, 2)
-    assert source.plan(start, end) == [{"start": 0, "end": 2}]
+    assert [(split.start, split.end) for split in source.partitions(start, end)] == [(0, 2)]
     assert read_values(source, start, end) == ["first", "second"]
     line_server.send(b"rd\n\n")
     later = wait_for_offset(source, end, 4)
@@ -151,7 +170,7 @@ def test_lines_become_rows_in_order(line_server: LineServer, sources: list[Socke
 
 
 def test_utf8_split_across_packets_and_invalid_bytes(
-    line_server: LineServer, sources: list[SocketSource]
+    line_server: LineServer, sources: list[SocketStreamReader]
 ) -> None:
     source = open_source(line_server)
     sources.append(source)
@@ -165,7 +184,7 @@ def test_utf8_split_across_packets_and_invalid_bytes(
 
 
 def test_include_timestamp_stamps_the_arrival_time(
-    line_server: LineServer, sources: list[SocketSource]
+    line_server: LineServer, sources: list[SocketStreamReader]
 ) -> None:
     source = open_source(line_server, includeTimestamp=True)
     sources.append(source)
@@ -174,15 +193,15 @@ def test_include_timestamp_stamps_the_arrival_time(
     line_server.send(b"a\nb\n")
     end = wait_for_offset(source, start, 2)
     after = datetime.now(UTC)
-    (split,) = source.plan(start, end)
-    (batch,) = list(source.read(split))
-    assert batch.schema == source.schema
+    (split,) = source.partitions(start, end)
+    (batch,) = read_splits(source, [split])
+    assert batch.schema == make_source(line_server.port, includeTimestamp=True).schema()
     assert batch.column("value").to_pylist() == ["a", "b"]
     for stamp in batch.column("timestamp").to_pylist():
         assert before <= stamp <= after
 
 
-def test_read_limit_caps_the_batch(line_server: LineServer, sources: list[SocketSource]) -> None:
+def test_read_limit_caps_the_batch(line_server: LineServer, sources: list[SocketStreamReader]) -> None:
     source = open_source(line_server)
     sources.append(source)
     start = source.initial_offset()
@@ -193,7 +212,7 @@ def test_read_limit_caps_the_batch(line_server: LineServer, sources: list[Socket
 
 
 def test_commit_drops_lines_from_memory(
-    line_server: LineServer, sources: list[SocketSource]
+    line_server: LineServer, sources: list[SocketStreamReader]
 ) -> None:
     source = open_source(line_server)
     sources.append(source)
@@ -210,7 +229,7 @@ def test_commit_drops_lines_from_memory(
 
 
 def test_many_lines_come_in_bounded_batches(
-    line_server: LineServer, sources: list[SocketSource]
+    line_server: LineServer, sources: list[SocketStreamReader]
 ) -> None:
     source = open_source(line_server)
     sources.append(source)
@@ -221,8 +240,8 @@ def test_many_lines_come_in_bounded_batches(
     sender.start()
     end = wait_for_offset(source, start, count)
     sender.join()
-    (split,) = source.plan(start, end)
-    batches = list(source.read(split))
+    (split,) = source.partitions(start, end)
+    batches = read_splits(source, [split])
     assert [batch.num_rows for batch in batches] == [65_536, 65_536, 18_928]
     values = pa.Table.from_batches(batches).column("value")
     assert values[0].as_py() == "line 0"
@@ -230,7 +249,7 @@ def test_many_lines_come_in_bounded_batches(
 
 
 def test_server_closing_ends_the_stream_quietly(
-    line_server: LineServer, sources: list[SocketSource]
+    line_server: LineServer, sources: list[SocketStreamReader]
 ) -> None:
     source = open_source(line_server)
     sources.append(source)
@@ -262,7 +281,7 @@ def test_stop_closes_the_connection_and_is_idempotent(line_server: LineServer) -
 
 
 def test_restart_numbers_new_lines_after_the_checkpoint(
-    line_server: LineServer, sources: list[SocketSource]
+    line_server: LineServer, sources: list[SocketStreamReader]
 ) -> None:
     source = open_source(line_server)
     sources.append(source)
@@ -273,7 +292,7 @@ def test_restart_numbers_new_lines_after_the_checkpoint(
 
 
 def test_replayed_batch_after_restart_is_lost_with_a_warning(
-    line_server: LineServer, sources: list[SocketSource], caplog: pytest.LogCaptureFixture
+    line_server: LineServer, sources: list[SocketStreamReader], caplog: pytest.LogCaptureFixture
 ) -> None:
     source = open_source(line_server)
     sources.append(source)
@@ -287,7 +306,7 @@ def test_replayed_batch_after_restart_is_lost_with_a_warning(
 
 @pytest.mark.parametrize("offset", [{"seconds": 1}, {"offset": -1}, {"offset": "2"}, None])
 def test_foreign_offsets_are_refused(
-    offset: Any, line_server: LineServer, sources: list[SocketSource]
+    offset: Any, line_server: LineServer, sources: list[SocketStreamReader]
 ) -> None:
     source = open_source(line_server)
     sources.append(source)

@@ -33,8 +33,8 @@ class TestJsonLinesSinkContract(SinkContract):
     def make_options(self) -> dict[str, Any]:
         return {"path": str(self.tmp_path / "out")}
 
-    def read_back(self, sink: mb.Sink) -> pa.Table:
-        return read_jsonl_folder(self.tmp_path / "out", sink.context.schema)
+    def read_back(self, writer: mb.StreamWriter) -> pa.Table:
+        return read_jsonl_folder(self.tmp_path / "out", self.input_schema())
 
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:
         return [({}, "missing required option 'path'"), ({"path": " "}, "must not be empty")]
@@ -44,8 +44,10 @@ def test_counter_values_follow_step() -> None:
     options = CounterSource.options.parse(
         {"rowsPerBatch": 3, "step": 5}, connector="example-counter"
     )
-    source = CounterSource(mb.SourceContext(options=options))
-    end = source.latest_offset(source.initial_offset(), source.default_read_limit())
-    [split] = source.plan(source.initial_offset(), end)
-    [batch] = source.read(split)
+    source = CounterSource(options)
+    reader = source.stream_reader(mb.ReadContext(schema=source.schema()))
+    start = reader.initial_offset()
+    end = reader.latest_offset(start, reader.default_read_limit())
+    [split] = reader.partitions(start, end)
+    [batch] = reader.split_reader().read(split)
     assert batch.to_pydict() == {"id": [0, 1, 2], "value": [0, 5, 10]}

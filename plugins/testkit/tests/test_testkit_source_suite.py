@@ -10,6 +10,7 @@ pytest_plugins = ["pytester"]
 
 SOURCES = '''
 import os
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -19,97 +20,143 @@ from microbatch_testkit import SourceContract
 SCHEMA = pa.schema([pa.field("n", pa.int64())])
 
 
+@dataclass(frozen=True)
+class ListSplit(mb.Split):
+    first: int
+    stop: int
+
+
+class ListReader(mb.StreamReader, mb.SplitReader):
+    def __init__(self, rows, rows_per_batch, context):
+        self.rows = rows
+        self.rows_per_batch = rows_per_batch
+        self.state = context.state
+
+    def initial_offset(self):
+        return {"n": 0}
+
+    def default_read_limit(self):
+        return mb.ReadMaxRows(self.rows_per_batch)
+
+    def latest_offset(self, start, limit):
+        end = len(self.rows)
+        if isinstance(limit, mb.ReadMaxRows):
+            end = min(end, start["n"] + limit.max_rows)
+        return {"n": end}
+
+    def partitions(self, start, end):
+        return [ListSplit(start["n"], end["n"])] if end["n"] > start["n"] else []
+
+    def read(self, split):
+        yield pa.RecordBatch.from_pylist(
+            [{"n": value} for value in self.rows[split.first : split.stop]], schema=SCHEMA
+        )
+
+
 class ListSource(mb.Source):
-    """Reads a Python list that the test appends to; offsets count the rows."""
+    \"\"\"Reads a Python list that the test appends to; offsets count the rows.\"\"\"
 
     format_name = "list-source"
     options = mb.OptionSpec(
         mb.Option(name="rows", type="object", required=True, doc="The list to read."),
         mb.Option(name="rowsPerBatch", type="int", default=2, minimum=1, doc="Batch size."),
     )
+    reader_class = ListReader
 
-    @property
     def schema(self):
         return SCHEMA
 
-    def initial_offset(self):
-        return {"n": 0}
-
-    def default_read_limit(self):
-        return mb.ReadMaxRows(self.opts.rows_per_batch)
-
-    def latest_offset(self, start, limit):
-        end = len(self.opts.rows)
-        if isinstance(limit, mb.ReadMaxRows):
-            end = min(end, start["n"] + limit.max_rows)
-        return {"n": end}
-
-    def plan(self, start, end):
-        return [[start["n"], end["n"]]] if end["n"] > start["n"] else []
-
-    def read(self, split):
-        first, stop = split
-        yield pa.RecordBatch.from_pylist(
-            [{"n": value} for value in self.opts.rows[first:stop]], schema=SCHEMA
-        )
+    def stream_reader(self, context):
+        return self.reader_class(self.opts.rows, self.opts.rows_per_batch, context)
 
 
-class NotJson(ListSource):
+class NotJsonReader(ListReader):
     def initial_offset(self):
         return {"n": 0, "seen": {0}}
 
 
-class TupleOffsets(ListSource):
+class NotJson(ListSource):
+    reader_class = NotJsonReader
+
+
+class TupleOffsetsReader(ListReader):
     def latest_offset(self, start, limit):
         return {"n": super().latest_offset(start, limit)["n"], "at": (1, 2)}
 
 
-class ClaimsReplayable(ListSource):
+class TupleOffsets(ListSource):
+    reader_class = TupleOffsetsReader
+
+
+class RandomReader(ListReader):
     def read(self, split):
-        first, stop = split
-        values = [int.from_bytes(os.urandom(4), "big") for _ in range(first, stop)]
+        values = [int.from_bytes(os.urandom(4), "big") for _ in range(split.first, split.stop)]
         yield pa.RecordBatch.from_pylist([{"n": value} for value in values], schema=SCHEMA)
 
 
+class ClaimsReplayable(ListSource):
+    reader_class = RandomReader
+
+
 class HonestlyNotReplayable(ClaimsReplayable):
-    replayable = False
+    capabilities = mb.SourceCapabilities(replayable=False)
+
+
+class IgnoresLimitReader(ListReader):
+    def latest_offset(self, start, limit):
+        return {"n": len(self.rows)}
 
 
 class IgnoresLimit(ListSource):
-    def latest_offset(self, start, limit):
-        return {"n": len(self.opts.rows)}
+    reader_class = IgnoresLimitReader
 
 
-class NeverIdle(ListSource):
+class NeverIdleReader(ListReader):
     def latest_offset(self, start, limit):
         return {"n": start["n"] + 1}
 
 
-class WrongSchema(ListSource):
+class NeverIdle(ListSource):
+    reader_class = NeverIdleReader
+
+
+class WrongSchemaReader(ListReader):
     def read(self, split):
         for batch in super().read(split):
             yield batch.cast(pa.schema([pa.field("n", pa.int32())]))
 
 
+class WrongSchema(ListSource):
+    reader_class = WrongSchemaReader
+
+
+class EmptyRangeReader(ListReader):
+    def partitions(self, start, end):
+        return [ListSplit(max(start["n"] - 1, 0), end["n"])]
+
+
 class EmptyRangeHasRows(ListSource):
-    def plan(self, start, end):
-        return [[max(start["n"] - 1, 0), end["n"]]]
+    reader_class = EmptyRangeReader
 
 
-class StopsOnce(ListSource):
+class StopsOnceReader(ListReader):
     def stop(self):
         if getattr(self, "stopped", False):
             raise RuntimeError("already stopped")
         self.stopped = True
 
 
+class StopsOnce(ListSource):
+    reader_class = StopsOnceReader
+
+
 class Undocumented(ListSource):
     options = ListSource.options.extend(mb.Option(name="color", type="string"))
 
 
-class ForgetsStart(ListSource):
-    def __init__(self, context):
-        super().__init__(context)
+class ForgetsStartReader(ListReader):
+    def __init__(self, rows, rows_per_batch, context):
+        super().__init__(rows, rows_per_batch, context)
         count = int(context.state.read("count") or 0)
         context.state.write("count", count + 1)
         self.base = count
@@ -118,20 +165,40 @@ class ForgetsStart(ListSource):
         return {"n": self.base}
 
 
-class PinsTarget(ListSource):
-    supports_available_now = True
+class ForgetsStart(ListSource):
+    reader_class = ForgetsStartReader
+
+
+class PinsTargetReader(ListReader):
+    target = None
 
     def prepare_available_now(self):
-        self.target = len(self.opts.rows)
+        self.target = len(self.rows)
 
     def latest_offset(self, start, limit):
         end = super().latest_offset(start, limit)
-        target = getattr(self, "target", None)
-        return end if target is None else {"n": min(end["n"], max(target, start["n"]))}
+        if self.target is None:
+            return end
+        return {"n": min(end["n"], max(self.target, start["n"]))}
+
+
+class PinsTarget(ListSource):
+    capabilities = mb.SourceCapabilities(available_now=True)
+    reader_class = PinsTargetReader
 
 
 class ClaimsAvailableNow(ListSource):
-    supports_available_now = True
+    capabilities = mb.SourceCapabilities(available_now=True)
+
+
+class UnpicklableReader(ListReader):
+    def __init__(self, rows, rows_per_batch, context):
+        super().__init__(rows, rows_per_batch, context)
+        self.lock = __import__("threading").Lock()
+
+
+class UnpicklableSplitReader(ListSource):
+    reader_class = UnpicklableReader
 
 
 class Suite(SourceContract):
@@ -142,7 +209,7 @@ class Suite(SourceContract):
             self.rows = []
         return {"rows": self.rows}
 
-    def produce(self, source):
+    def produce(self, reader):
         self.rows.extend(range(len(self.rows), len(self.rows) + 5))
 
     def bad_options(self):
@@ -205,10 +272,14 @@ class TestClaimsAvailableNow(Suite):
     source_class = ClaimsAvailableNow
 
 
+class TestUnpicklableSplitReader(Suite):
+    source_class = UnpicklableSplitReader
+
+
 class TestProducesNothing(Suite):
     source_class = ListSource
 
-    def produce(self, source):
+    def produce(self, reader):
         pass
 '''
 

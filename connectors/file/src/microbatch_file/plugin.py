@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from microbatch import hookimpl
-from microbatch.registry import ConnectorRegistry
+from microbatch import Registrar, hookimpl
 
 from .sinks import SINKS
 from .sources import SOURCES
@@ -12,7 +11,7 @@ __all__ = ["microbatch_register_connectors"]
 
 
 @hookimpl
-def microbatch_register_connectors(registry: ConnectorRegistry) -> None:
+def microbatch_register_connectors(registry: Registrar) -> None:
     for source in SOURCES:
         registry.add_source(source)
     for sink in SINKS:

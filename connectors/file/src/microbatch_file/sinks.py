@@ -1,53 +1,47 @@
 """The exactly-once file sinks: ``parquet``, ``json`` (newline-delimited) and ``csv``.
 
-Each batch is written in two phases. ``write`` streams one split into part files named with the
-batch id and split index (``part-00007-00001-<uuid>.c000.snappy.parquet``), under Hive-style
-``key=value/`` folders when the query is partitioned. ``commit`` then records the batch's files
-in the manifest log under ``<path>/_microbatch_metadata/``: a file becomes part of the output
+Each batch is written in two phases. The run's picklable part writer
+(:class:`~._sink_writer.FilePartWriter`) streams each part into part files named with the
+batch id and part index (``part-00007-00001-<uuid>.c000.snappy.parquet``), under Hive-style
+``key=value/`` folders when the query is partitioned. The stream writer
+(:class:`~._sink_writer.FileStreamWriter`) then commits the batch by recording its files in
+the manifest log under ``<path>/_microbatch_metadata/``: a file becomes part of the output
 only when that entry exists. A replayed batch whose entry exists writes nothing; files left by
-a crashed attempt are never listed and are deleted by the next attempt. On start the sink
-deletes temporary files of manifest writes a crash cut short, and checks that the manifest is
-whole and agrees with the checkpoint's commit log (a ``CorruptCheckpointError`` otherwise).
+a crashed attempt are never listed and are deleted by the next attempt. On start the stream
+writer deletes temporary files of manifest writes a crash cut short, and checks that the
+manifest is whole and agrees with the checkpoint's commit log (a ``CorruptCheckpointError``
+otherwise).
 
 Readers must go through the manifest (``session.read.format("parquet").load(path)`` does).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from abc import abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import fsspec
 import pyarrow as pa
 
-from microbatch import Guarantee, Option, OptionSpec, OutputMode, Sink, SinkContext
-from microbatch.connector import current_part
-from microbatch.errors import (
-    ConfigurationError,
-    MicrobatchError,
-    OptionError,
-    SinkError,
-    UnsupportedOperationError,
-)
+import microbatch as mb
+from microbatch import Option, OptionSpec, OutputMode
+from microbatch.errors import ConfigurationError, OptionError, UnsupportedOperationError
 
-from ._writer_files import OutputFolder, PartWriter, WriterLimits
+from ._sink_writer import FileCommitMessage, FilePartWriter, FileStreamWriter
+from ._writer_files import WriterLimits
 from ._writer_formats import TEXT_COMPRESSIONS, CsvFormat, FileFormat, JsonFormat, ParquetFormat
-from .manifest import Manifest
-from .sink_partitions import PartitionValueTooLongError, check_partition_columns
+from .sink_partitions import check_partition_columns
 
 __all__ = [
     "SINKS",
     "CsvFileSink",
     "FileCommitMessage",
+    "FilePartWriter",
     "FileSink",
+    "FileStreamWriter",
     "JsonFileSink",
     "ParquetFileSink",
 ]
-
-log = logging.getLogger("microbatch_file.sink")
 
 _MB = 1024 * 1024
 
@@ -83,30 +77,23 @@ _COMMON = OptionSpec(
 )
 
 
-@dataclass(frozen=True)
-class FileCommitMessage:
-    """What one ``write`` returns: the files it wrote (``path`` relative to the output folder,
-    ``size`` in bytes, ``rows``, rendered ``partition`` values). ``skipped`` when the batch was
-    already committed and nothing was written."""
-
-    batch_id: int
-    part: int
-    files: tuple[dict[str, Any], ...] = ()
-    skipped: bool = False
-
-
-class FileSink(Sink):
+class FileSink(mb.Sink):
     """Base of the file sinks: subclasses set ``format_name``, ``options`` and
-    :meth:`make_format`. Append mode only; partitioning supported; a checkpoint required."""
+    :meth:`make_format`. Append mode only; partitioning supported; a checkpoint required.
 
-    guarantee = Guarantee.EXACTLY_ONCE
-    output_modes = frozenset({OutputMode.APPEND})
-    needs_checkpoint = True
-    supports_partition_by = True
+    Making one does no I/O (it checks the options and names the filesystem).
+    """
+
+    capabilities = mb.SinkCapabilities(
+        output_modes=frozenset({OutputMode.APPEND}),
+        guarantee=mb.Guarantee.EXACTLY_ONCE,
+        needs_checkpoint=True,
+        partition_by=True,
+    )
     options: ClassVar[OptionSpec] = _COMMON
 
-    def __init__(self, context: SinkContext) -> None:
-        super().__init__(context)
+    def __init__(self, options: mb.Options, *, session: Any = None) -> None:
+        super().__init__(options, session=session)
         url = str(self.opts.path)
         try:
             fs, root = fsspec.core.url_to_fs(url)
@@ -117,38 +104,8 @@ class FileSink(Sink):
         self.fs: fsspec.AbstractFileSystem = fs
         self.root: str = root.rstrip("/") or "/"
         self.url = url
-        if context.output_mode != OutputMode.APPEND:
-            raise UnsupportedOperationError(
-                f"Invalid streaming output mode: {context.output_mode.value}. The "
-                f"{self.format_name} file sink supports only append"
-            )
-        if fs.isfile(self.root):
-            raise ConfigurationError(
-                f"{self.describe()}: the path {url!r} is a file; the file sink writes into a "
-                "folder. Give a folder path (it is created if missing)."
-            )
-        partition_by = tuple(context.partition_by)
-        check_partition_columns(context.schema, partition_by, where=self.describe())
-        data_schema = pa.schema([f for f in context.schema if f.name not in partition_by])
-        self.check_schema(data_schema)
-        self.partition_by = partition_by
-        fsync = bool(context.state is not None and context.state.fsync)
-        self.manifest = Manifest(fs, self.root, fsync=fsync)
-        swept = self.manifest.sweep_temporary()
-        if swept:
-            log.info(
-                "%s: deleted %d temporary file(s) of manifest writes interrupted by a crash",
-                self.describe(),
-                swept,
-            )
-        # the log must be whole and agree with the checkpoint's commit log (None: new query)
-        self.manifest.verify(context.last_committed_batch_id)
-        self.folder = OutputFolder(fs, self.root, fsync=fsync)
         self.file_format = self.make_format()
         self.limits = self.make_limits()
-        self._lock = threading.Lock()
-        self._committed: dict[int, bool] = {}
-        self._swept = False
 
     # -- per format -----------------------------------------------------------------------
     @abstractmethod
@@ -178,109 +135,29 @@ class FileSink(Sink):
     def folder_is_local(self) -> bool:
         return "file" in _protocols(self.fs)
 
-    def write(self, batch_id: int, data: pa.RecordBatchReader) -> FileCommitMessage:
-        part = current_part()
-        if self._is_committed(batch_id):
-            return FileCommitMessage(batch_id, part, skipped=True)
-        writer = PartWriter(
-            folder=self.folder,
+    def stream_writer(self, context: mb.WriteContext) -> FileStreamWriter:
+        """Checks the output mode, the folder and the schema, then opens the manifest."""
+        if context.output_mode != OutputMode.APPEND:
+            raise UnsupportedOperationError(
+                f"Invalid streaming output mode: {context.output_mode.value}. The "
+                f"{self.format_name} file sink supports only append"
+            )
+        if self.fs.isfile(self.root):
+            raise ConfigurationError(
+                f"{self.describe()}: the path {self.url!r} is a file; the file sink writes into "
+                "a folder. Give a folder path (it is created if missing)."
+            )
+        partition_by = tuple(context.partition_by)
+        check_partition_columns(context.schema, partition_by, where=self.describe())
+        self.check_schema(pa.schema([f for f in context.schema if f.name not in partition_by]))
+        return FileStreamWriter(
+            fs=self.fs,
+            root=self.root,
             file_format=self.file_format,
             limits=self.limits,
-            batch_id=batch_id,
-            part=part,
-            partition_by=self.partition_by,
+            context=context,
+            owner=self.describe(),
         )
-        try:
-            files = writer.write_all(data)
-        except PartitionValueTooLongError as error:
-            raise SinkError(
-                f"{self.describe()}: batch {batch_id} cannot be written: {error}"
-            ) from None
-        except MicrobatchError:
-            raise
-        except OSError as error:
-            raise SinkError(
-                f"{self.describe()} failed to write part {part} of batch {batch_id}: {error}"
-            ) from error
-        return FileCommitMessage(batch_id, part, tuple(files))
-
-    def commit(self, batch_id: int, messages: list[Any]) -> None:
-        written = [f for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
-        entry = self.manifest.entry(batch_id)
-        if entry is not None:
-            self._check_owner(batch_id, entry)
-            log.info("%s: batch %d is already committed; skipping it", self.describe(), batch_id)
-            listed = {f["path"] for f in entry["files"]}
-            self._delete([f["path"] for f in written if f["path"] not in listed])
-            self._sweep(batch_id, listed)
-            return
-        self._sweep(batch_id, {f["path"] for f in written})
-        if not self.manifest.commit(batch_id, written, query_id=self.context.query_id or None):
-            self._delete([f["path"] for f in written])
-            raise SinkError(
-                f"{self.describe()}: batch {batch_id} was committed by another writer while this "
-                "query wrote it; only one query may write to an output folder"
-            )
-        with self._lock:
-            # batches run one after another: older ids are never asked about again
-            self._committed = {b: v for b, v in self._committed.items() if b > batch_id}
-            self._committed[batch_id] = True
-
-    def abort(self, batch_id: int, messages: list[Any]) -> None:
-        if self.manifest.has_batch(batch_id):
-            return
-        self._delete(
-            [f["path"] for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
-        )
-
-    def stop(self) -> None:
-        """Nothing to release: every file is closed by the ``write`` that opened it."""
-
-    # -- internals ------------------------------------------------------------------------
-    def _is_committed(self, batch_id: int) -> bool:
-        with self._lock:
-            known = self._committed.get(batch_id)
-            if known is None:
-                entry = self.manifest.entry(batch_id)
-                if entry is not None:
-                    self._check_owner(batch_id, entry)
-                known = entry is not None
-                self._committed[batch_id] = known
-            return known
-
-    def _check_owner(self, batch_id: int, entry: dict[str, Any]) -> None:
-        owner = entry.get("queryId")
-        mine = self.context.query_id
-        if owner and mine and owner != mine:
-            raise SinkError(
-                f"{self.describe()}: batch {batch_id} in this folder was written by another "
-                f"query (id {owner}), not by this one (id {mine}). Two queries (or a query whose "
-                "checkpoint was replaced) cannot share an output folder: write to a new folder, "
-                "or delete this one to start over."
-            )
-
-    def _sweep(self, batch_id: int, keep: set[str]) -> None:
-        """Once per run, on its first commit: delete files of ``batch_id`` that a crashed
-        attempt left behind (they are not in ``keep``)."""
-        if self._swept:
-            return
-        self._swept = True
-        leftovers = [p for p in self.folder.data_files(batch_id) if p not in keep]
-        if leftovers:
-            log.info(
-                "%s: deleting %d file(s) left by an earlier attempt of batch %d",
-                self.describe(),
-                len(leftovers),
-                batch_id,
-            )
-            self._delete(leftovers)
-
-    def _delete(self, paths: list[str]) -> None:
-        for relative in paths:
-            try:
-                self.folder.delete(relative)
-            except OSError:
-                log.warning("%s: could not delete %s", self.describe(), relative, exc_info=True)
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
@@ -434,5 +311,5 @@ class CsvFileSink(FileSink):
                 )
 
 
-SINKS: list[type[Sink]] = [ParquetFileSink, JsonFileSink, CsvFileSink]
+SINKS: list[type[mb.Sink]] = [ParquetFileSink, JsonFileSink, CsvFileSink]
 """The sink classes the plugin registers."""

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from microbatch.connector import Guarantee, OutputMode, Sink, SinkContext, current_part
+import microbatch as mb
+from microbatch.connector import Guarantee, OutputMode
 from microbatch.errors import ConfigurationError
-from microbatch.options import Option, OptionSpec
+from microbatch.options import Option, Options, OptionSpec
 
 from ._callables import check_arguments, describe_callable
+from ._messages import RowsProcessed
 
-__all__ = ["ForeachSink"]
+__all__ = ["ForeachPartWriter", "ForeachSink", "ForeachWriter"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,24 +27,27 @@ _USAGE = (
 )
 
 
-class ForeachSink(Sink):
+class ForeachSink(mb.Sink):
     """Hands every row, as a ``dict``, to a user writer.
 
     The writer is either a callable ``f(row)`` or an object with ``process(row)`` and optional
     ``open(partition_id, epoch_id) -> bool`` and ``close(error)``. For each split of a batch
-    (Spark's partition) the sink calls ``open(partition_id, batch_id)``; when it returns a falsy
-    value the split's rows are not processed. ``close(error)`` is called whenever ``open``
-    returned (or there is no ``open``), with the exception ``process`` raised or ``None``; the
-    exception is then re-raised and stops the query. When ``open`` raises, ``close`` is not
-    called. Partition ids number the splits of one batch from 0, in the order their writes
-    start (with parallel writes that need not be the order of the source's plan).
+    (Spark's partition) the part writer calls ``open(partition_id, batch_id)``, where
+    ``partition_id`` is the split's index in the source's plan of the batch
+    (``PartContext.part_index``); when it returns a falsy value the split's rows are not
+    processed. ``close(error)`` is called whenever ``open`` returned (or there is no ``open``),
+    with the exception ``process`` raised or ``None``; the exception is then re-raised and
+    stops the query. When ``open`` raises, ``close`` is not called.
 
-    Like Spark's per-task copy, each split works on a fresh ``copy.deepcopy`` of a writer
-    object, so per-split state (a connection opened in ``open``) is never shared between splits
-    running at once. A writer that cannot be deep-copied (it holds a lock, a socket or a
-    connection) is used as it is, and must then be safe to call from several threads. A plain
-    function is never copied. Rows reach the writer as they are written, before the batch
-    commits: delivery is at-least-once.
+    The part writer (:class:`ForeachPartWriter`) holds the user's writer and pickles with it,
+    as Spark pickles the writer to its executors: to run splits in another process, the writer
+    must pickle (a module-level function, or an instance of a module-level class that opens
+    its connections in ``open``). Like Spark's per-task copy, each split works on a fresh
+    ``copy.deepcopy`` of a writer object, so per-split state (a connection opened in ``open``)
+    is never shared between splits running at once. A writer that cannot be deep-copied (it
+    holds a lock, a socket or a connection) is used as it is, and must then be safe to call
+    from several threads. A plain function is never copied. Rows reach the writer as they are
+    written, before the batch commits: delivery is at-least-once.
     """
 
     format_name: ClassVar[str] = "foreach"
@@ -56,28 +61,43 @@ class ForeachSink(Sink):
             "open(partition_id, epoch_id) and close(error); write_stream.foreach(writer) sets it.",
         ),
     )
-    output_modes: ClassVar[frozenset[OutputMode]] = frozenset(OutputMode)
-    guarantee: ClassVar[Guarantee] = Guarantee.AT_LEAST_ONCE
-    needs_checkpoint: ClassVar[bool] = False
+    capabilities: ClassVar[mb.SinkCapabilities] = mb.SinkCapabilities(
+        output_modes=frozenset(OutputMode),
+        guarantee=Guarantee.AT_LEAST_ONCE,
+        needs_checkpoint=False,
+    )
 
-    def __init__(self, context: SinkContext) -> None:
-        super().__init__(context)
+    def __init__(self, options: Options, *, session: Any = None) -> None:
+        super().__init__(options, session=session)
         self.writer: Any = self.opts.writer
-        self._is_function = _validate(self.writer)
-        self._warned_uncopyable = False
+        self.is_function = _validate(self.writer)
+        """True when the writer is a plain callable ``f(row)``."""
 
     def describe(self) -> str:
         return f"ForeachSink[{describe_callable(self.writer)}]"
 
-    def write(self, batch_id: int, data: pa.RecordBatchReader) -> int:
-        """Run the writer over one split; returns the number of rows processed."""
-        partition_id = current_part()
-        if self._is_function:
-            return _process_rows(self.writer, _rows(data))
-        return _run_writer(self._fresh_writer(), partition_id, batch_id, data)
+    def stream_writer(self, context: mb.WriteContext) -> ForeachWriter:
+        return ForeachWriter(ForeachPartWriter(self.writer, is_function=self.is_function))
 
-    def commit(self, batch_id: int, messages: list[Any]) -> None:
-        """Nothing to do: rows were handed to the writer as they were read."""
+
+class ForeachPartWriter(mb.PartWriter):
+    """Runs the user's writer over one split (Spark's open / process / close per partition).
+
+    It pickles when the user's writer does; one instance serves every batch of a run, so the
+    warning about a writer that cannot be copied is logged once per run (per process).
+    """
+
+    def __init__(self, writer: Any, *, is_function: bool) -> None:
+        self.writer = writer
+        self.is_function = is_function
+        self._warned_uncopyable = False
+
+    def write(self, data: pa.RecordBatchReader, part: mb.PartContext) -> RowsProcessed:
+        """Hand the split's rows to the writer; the message holds the number processed."""
+        if self.is_function:
+            return RowsProcessed(_process_rows(self.writer, _rows(data)))
+        writer = self._fresh_writer()
+        return RowsProcessed(_run_writer(writer, part.part_index, part.batch_id, data))
 
     def _fresh_writer(self) -> Any:
         try:
@@ -93,6 +113,19 @@ class ForeachSink(Sink):
                     error,
                 )
             return self.writer
+
+
+class ForeachWriter(mb.StreamWriter):
+    """Hands out the run's part writer; commits nothing (rows were handed on as written)."""
+
+    def __init__(self, part_writer: ForeachPartWriter) -> None:
+        self._part_writer = part_writer
+
+    def part_writer(self) -> ForeachPartWriter:
+        return self._part_writer
+
+    def commit(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
+        """Nothing to do: rows were handed to the writer as they were read."""
 
 
 def _validate(writer: Any) -> bool:

@@ -7,25 +7,28 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from microbatch.connector import BatchSink, Guarantee, OutputMode, SinkContext
+import microbatch as mb
+from microbatch.connector import Guarantee, OutputMode
 from microbatch.errors import ConfigurationError
-from microbatch.options import Option, OptionSpec
+from microbatch.ledger import query_scope
+from microbatch.options import Option, Options, OptionSpec
 
 from ._callables import check_arguments, describe_callable
-from .ledger import sink_call
 
-__all__ = ["ForeachBatchSink"]
+__all__ = ["ForeachBatchSink", "ForeachBatchWriter"]
 
 
-class ForeachBatchSink(BatchSink):
+class ForeachBatchSink(mb.Sink):
     """Calls ``function(batch, batch_id)`` once per executed batch.
 
     ``batch`` is a ``pyarrow.Table`` holding the whole batch (every row of every split, in
     split order; empty when the batch has no rows) and ``batch_id`` an ``int``. The return value
-    is ignored. An exception raised by the function reaches the engine unchanged and stops the
-    query; the batch is not committed and runs again, with the same id and the same rows, when
-    the query restarts from its checkpoint. Delivery is therefore at-least-once: make the
-    function skip batch ids it already applied (see ``microbatch_foreachbatch.ledger``).
+    is ignored. The parts of a batch are gathered by picklable part writers (they may run in
+    another process); the function itself runs in the query's process, at commit, as Spark runs
+    it on the driver. An exception raised by the function reaches the engine unchanged and
+    stops the query; the batch is not committed and runs again, with the same id and the same
+    rows, when the query restarts from its checkpoint. Delivery is therefore at-least-once: make
+    the function skip batch ids it already applied (see :class:`microbatch.BatchLedger`).
     """
 
     format_name: ClassVar[str] = "foreachBatch"
@@ -39,12 +42,14 @@ class ForeachBatchSink(BatchSink):
             "write_stream.foreach_batch(function) sets it.",
         ),
     )
-    output_modes: ClassVar[frozenset[OutputMode]] = frozenset(OutputMode)
-    guarantee: ClassVar[Guarantee] = Guarantee.AT_LEAST_ONCE
-    needs_checkpoint: ClassVar[bool] = False
+    capabilities: ClassVar[mb.SinkCapabilities] = mb.SinkCapabilities(
+        output_modes=frozenset(OutputMode),
+        guarantee=Guarantee.AT_LEAST_ONCE,
+        needs_checkpoint=False,
+    )
 
-    def __init__(self, context: SinkContext) -> None:
-        super().__init__(context)
+    def __init__(self, options: Options, *, session: Any = None) -> None:
+        super().__init__(options, session=session)
         function = self.opts.function
         if not callable(function):
             raise ConfigurationError(
@@ -59,9 +64,24 @@ class ForeachBatchSink(BatchSink):
         )
         self.function: Callable[[pa.Table, int], Any] = function
 
-    def add_batch(self, batch_id: int, table: pa.Table) -> None:
-        with sink_call(self.context):
-            self.function(table, batch_id)
+    def stream_writer(self, context: mb.WriteContext) -> ForeachBatchWriter:
+        return ForeachBatchWriter(context, self.function)
 
     def describe(self) -> str:
         return f"ForeachBatchSink[{describe_callable(self.function)}]"
+
+
+class ForeachBatchWriter(mb.BatchWriter):
+    """Calls the function with each whole batch at commit.
+
+    The call runs inside :func:`microbatch.ledger.query_scope`, so a ``BatchLedger`` used by the
+    function knows the query (its id, and whether its checkpoint is temporary).
+    """
+
+    def __init__(self, context: mb.WriteContext, function: Callable[[pa.Table, int], Any]) -> None:
+        super().__init__(context)
+        self.function = function
+
+    def add_batch(self, table: pa.Table, batch_id: int) -> None:
+        with query_scope(self.context):
+            self.function(table, batch_id)

@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import ClassVar
 
 import pyarrow as pa
 
-from microbatch.connector import OutputMode, Sink
+import microbatch as mb
+from microbatch.connector import OutputMode
 from microbatch.options import OptionSpec
 
-__all__ = ["NoopSink"]
+from ._messages import RowsProcessed
+
+__all__ = ["NoopSink", "NoopWriter"]
 
 
-class NoopSink(Sink):
+class NoopSink(mb.Sink):
     """Consumes every row of every batch and discards it, so a query runs at full cost with
     no output. Useful to measure sources and transforms."""
 
     format_name: ClassVar[str] = "noop"
     description: ClassVar[str] = "Discards every row (benchmarks)."
     options: ClassVar[OptionSpec] = OptionSpec()
-    output_modes: ClassVar[frozenset[OutputMode]] = frozenset(OutputMode)
-    needs_checkpoint: ClassVar[bool] = False
+    capabilities: ClassVar[mb.SinkCapabilities] = mb.SinkCapabilities(
+        output_modes=frozenset(OutputMode), needs_checkpoint=False
+    )
 
-    def write(self, batch_id: int, data: pa.RecordBatchReader) -> int:
-        """Drain one split; returns its row count."""
-        return sum(batch.num_rows for batch in data)
+    def stream_writer(self, context: mb.WriteContext) -> NoopWriter:
+        return NoopWriter()
 
-    def commit(self, batch_id: int, messages: list[Any]) -> None:
+
+class NoopWriter(mb.StreamWriter, mb.PartWriter):
+    """Drains each part and commits nothing; it holds no state, so it is its own picklable
+    part writer."""
+
+    def write(self, data: pa.RecordBatchReader, part: mb.PartContext) -> RowsProcessed:
+        """Drain one part; the message holds its row count."""
+        return RowsProcessed(sum(batch.num_rows for batch in data))
+
+    def commit(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
         """Nothing to make visible."""

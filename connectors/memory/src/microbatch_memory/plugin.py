@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from microbatch import hookimpl
 
 if TYPE_CHECKING:
-    from microbatch.registry import ConnectorRegistry
+    from microbatch import Registrar
 
 
 @hookimpl
-def microbatch_register_connectors(registry: ConnectorRegistry) -> None:
+def microbatch_register_connectors(registry: Registrar) -> None:
     from .sink import MemorySink
     from .stream import MemoryStreamSource
 

@@ -8,23 +8,32 @@ The simplest source there is, made for tests::
 
 Each ``add_data`` call is one batch of the stream; the offset ``{"offset": N}`` means "the first
 N batches". The batches stay in memory, so a query restarted in the same process replays them;
-they are gone with the process.
+they are gone with the process. A split (:class:`MemorySplit`) carries the rows of its batch, so
+split readers pickle and read in another process too.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from microbatch.connector import Offset, ReadLimit, Source, SourceContext
+import microbatch as mb
+from microbatch.connector import Offset
 from microbatch.errors import ConfigurationError, SchemaMismatchError, SourceError
-from microbatch.options import Option, OptionSpec
+from microbatch.options import Option, Options, OptionSpec
 from microbatch.types import as_schema
 
-__all__ = ["MemoryStream", "MemoryStreamSource"]
+__all__ = [
+    "MemorySplit",
+    "MemorySplitReader",
+    "MemoryStream",
+    "MemoryStreamReader",
+    "MemoryStreamSource",
+]
 
 
 class MemoryStream:
@@ -140,7 +149,7 @@ def _show(schema: pa.Schema) -> str:
     return ", ".join(f"{field.name}: {field.type}" for field in schema)
 
 
-class MemoryStreamSource(Source):
+class MemoryStreamSource(mb.Source):
     """Reads a :class:`MemoryStream`: one split per added batch. Replayable in-process."""
 
     format_name: ClassVar[str] = "memory"
@@ -153,9 +162,17 @@ class MemoryStreamSource(Source):
             doc="The MemoryStream to read; MemoryStream.to_frame(session) sets it.",
         ),
     )
+    capabilities: ClassVar[mb.SourceCapabilities] = mb.SourceCapabilities(replayable=True)
 
-    def __init__(self, context: SourceContext) -> None:
-        super().__init__(context)
+    def __init__(
+        self,
+        options: Options,
+        *,
+        user_schema: pa.Schema | None = None,
+        session: Any = None,
+        streaming: bool = True,
+    ) -> None:
+        super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
         stream = self.opts.stream
         if not isinstance(stream, MemoryStream):
             raise ConfigurationError(
@@ -164,20 +181,58 @@ class MemoryStreamSource(Source):
                 "use MemoryStream(schema).to_frame(session)"
             )
         self.stream: MemoryStream = stream
-        self._available: int | None = None
-        stream.subscribe(context.wake)
 
-    @property
     def schema(self) -> pa.Schema:
         return self.stream.schema
 
     def describe(self) -> str:
-        return f"MemoryStream[{', '.join(self.schema.names)}]"
+        return f"MemoryStream[{', '.join(self.stream.schema.names)}]"
+
+    def stream_reader(self, context: mb.ReadContext) -> MemoryStreamReader:
+        return MemoryStreamReader(self.stream, context.wake)
+
+
+@dataclass(frozen=True)
+class MemorySplit(mb.Split):
+    """The rows of one added batch: the ``index``-th call of ``add_data`` (from 0).
+
+    The split carries its rows, so that it reads the same in another process, where the
+    stream itself does not exist.
+    """
+
+    index: int
+    table: pa.Table
+
+    def __repr__(self) -> str:
+        return f"MemorySplit(index={self.index}, rows={self.table.num_rows})"
+
+
+class MemorySplitReader(mb.SplitReader):
+    """Reads :class:`MemorySplit` values: their rows travel with them, so this holds nothing."""
+
+    def read(self, split: mb.Split) -> Iterator[pa.RecordBatch]:
+        if not isinstance(split, MemorySplit):
+            raise SourceError(f"The memory source cannot read {split!r}: not a MemorySplit")
+        yield from split.table.to_batches()
+
+
+class MemoryStreamReader(mb.StreamReader):
+    """One run's reader of a :class:`MemoryStream`: offsets count the batches added.
+
+    It wakes the query on every ``add_data`` from when it is made until :meth:`stop`.
+    """
+
+    def __init__(self, stream: MemoryStream, wake: Callable[[], None]) -> None:
+        self.stream = stream
+        self._wake = wake
+        self._available: int | None = None
+        self._stopped = False
+        stream.subscribe(wake)
 
     def initial_offset(self) -> Offset:
         return {"offset": 0}
 
-    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+    def latest_offset(self, start: Offset, limit: mb.ReadLimit) -> Offset:
         available = self._available = self.stream.num_batches
         if available <= _position(start):
             return start
@@ -187,7 +242,7 @@ class MemoryStreamSource(Source):
         """The stream's offset at the last :meth:`latest_offset` (batches added so far)."""
         return None if self._available is None else {"offset": self._available}
 
-    def plan(self, start: Offset, end: Offset) -> list[Any]:
+    def partitions(self, start: Offset, end: Offset) -> list[MemorySplit]:
         first, last = _position(start), _position(end)
         available = self.stream.num_batches
         if last > available:
@@ -196,13 +251,15 @@ class MemoryStreamSource(Source):
                 f"{available} batch(es): its data lives in process memory and does not survive "
                 "a restart of the process. Delete the checkpoint to start over."
             )
-        return list(range(first, last))
+        return [MemorySplit(index, self.stream.batch(index)) for index in range(first, last)]
 
-    def read(self, split: Any) -> Iterator[pa.RecordBatch]:
-        yield from self.stream.batch(int(split)).to_batches()
+    def split_reader(self) -> MemorySplitReader:
+        return MemorySplitReader()
 
     def stop(self) -> None:
-        self.stream.unsubscribe(self.context.wake)
+        if not self._stopped:
+            self._stopped = True
+            self.stream.unsubscribe(self._wake)
 
 
 def _position(offset: Offset) -> int:

@@ -31,7 +31,7 @@ class MemoryTable:
         self.name = name
         self.schema = schema
         self.query_id = query_id
-        """The id of the query whose batches this table holds (``SinkContext.query_id``)."""
+        """The id of the query whose batches this table holds (``WriteContext.query_id``)."""
         self._lock = threading.Lock()
         self._parts: list[pa.Table] = []
         self._batch_ids: list[int] = []

@@ -19,6 +19,7 @@ __all__ = [
     "NUM_PARTITIONS",
     "SCHEMA",
     "TIMESTAMP",
+    "foreign_split",
     "int_field",
     "partition_count",
     "resolve_partitions",
@@ -87,3 +88,12 @@ def int_field(value: Any, name: str, *, what: str, expected: str) -> int:
             f"integer; expected {expected}.{hint}"
         )
     return field
+
+
+def foreign_split(split: Any, source: str, expected: type) -> SourceError:
+    """The error for a split that ``source`` did not plan: it names the fields one has."""
+    fields = ", ".join(getattr(expected, "__dataclass_fields__", {}))
+    return SourceError(
+        f"split {split!r} was not planned by the {source} source: expected a "
+        f"{expected.__name__}({fields})"
+    )

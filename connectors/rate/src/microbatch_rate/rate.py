@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from microbatch import Offset, Option, OptionSpec, ReadLimit, Source, SourceContext
+import microbatch as mb
 from microbatch.errors import (
     CorruptCheckpointError,
     SourceError,
@@ -23,13 +24,14 @@ from ._arrays import (
     NUM_PARTITIONS,
     SCHEMA,
     TIMESTAMP,
+    foreign_split,
     int_field,
     partition_count,
     resolve_partitions,
     value_chunks,
 )
 
-__all__ = ["RateSource", "value_at_second"]
+__all__ = ["RateSource", "RateSplit", "RateSplitReader", "RateStreamReader", "value_at_second"]
 
 log = logging.getLogger(__name__)
 
@@ -57,25 +59,28 @@ def _whole_seconds_problem(duration: timedelta) -> str | None:
     return "must be a whole number of seconds, such as '5 seconds'"
 
 
-class RateSource(Source):
+class RateSource(mb.Source):
     """Rows ``(timestamp, value)`` at ``rowsPerSecond``, as Spark's ``rate`` source.
 
     The offset is the number of whole seconds since the source first started; that start
     time is kept in the checkpoint, so a restarted query continues the same sequence. Values
     count up from 0 and the timestamps of a batch are spread evenly over its seconds.
+
+    Making one does no I/O; the start time is read from (or saved to) the checkpoint by the
+    :class:`RateStreamReader` of each run.
     """
 
     format_name = "rate"
     description = "Rows (timestamp, value) generated at a fixed rate per second, for testing."
-    options = OptionSpec(
-        Option(
+    options = mb.OptionSpec(
+        mb.Option(
             name="rowsPerSecond",
             type="int",
             default=1,
             minimum=1,
             doc="How many rows to generate per second.",
         ),
-        Option(
+        mb.Option(
             name="rampUpTime",
             type="duration",
             default=timedelta(0),
@@ -87,12 +92,20 @@ class RateSource(Source):
         ),
         NUM_PARTITIONS,
     )
+    capabilities = mb.SourceCapabilities(replayable=True, available_now=False)
     clock: ClassVar[Callable[[], float]] = time.time
     """Seconds since the epoch; tests replace it to control time."""
 
-    def __init__(self, context: SourceContext) -> None:
-        super().__init__(context)
-        if not context.streaming:
+    def __init__(
+        self,
+        options: mb.Options,
+        *,
+        user_schema: pa.Schema | None = None,
+        session: Any = None,
+        streaming: bool = True,
+    ) -> None:
+        super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
+        if not streaming:
             raise UnsupportedOperationError(
                 "The rate source only supports streaming reads (session.read_stream); "
                 "for a bounded read use the 'rate-micro-batch' source."
@@ -100,11 +113,7 @@ class RateSource(Source):
         self.rows_per_second: int = self.opts.rows_per_second
         self.ramp_up_seconds = _whole_seconds(self.opts.ramp_up_time)
         self.num_partitions = resolve_partitions(self.opts.num_partitions)
-        self._start_ms: int | None = self._stored_start()
-        self._last_ms = 0
-        self._latest: Offset | None = None
 
-    @property
     def schema(self) -> pa.Schema:
         return SCHEMA
 
@@ -114,25 +123,72 @@ class RateSource(Source):
             f"rampUpTimeSeconds={self.ramp_up_seconds}, numPartitions={self.num_partitions}]"
         )
 
-    def initial_offset(self) -> Offset:
+    def stream_reader(self, context: mb.ReadContext) -> RateStreamReader:
+        """The reader of one run: reads the saved start time from ``context.state``, if any
+        (a :class:`~microbatch.CorruptCheckpointError` when it is not one)."""
+        return RateStreamReader(
+            rows_per_second=self.rows_per_second,
+            ramp_up_seconds=self.ramp_up_seconds,
+            num_partitions=self.num_partitions,
+            state=context.state,
+            clock=lambda: type(self).clock(),
+        )
+
+
+@dataclass(frozen=True)
+class RateSplit(mb.Split):
+    """Partition ``partition`` of ``partitions`` of the values ``[range_start, range_end)``,
+    stamped evenly from ``start_ms`` over ``span_ms`` milliseconds."""
+
+    partition: int
+    partitions: int
+    range_start: int
+    range_end: int
+    start_ms: int
+    span_ms: int
+
+
+class RateStreamReader(mb.StreamReader):
+    """Offsets and planning for one run; keeps the source's start time in ``state``."""
+
+    def __init__(
+        self,
+        *,
+        rows_per_second: int,
+        ramp_up_seconds: int,
+        num_partitions: int,
+        state: mb.StateStore | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.rows_per_second = rows_per_second
+        self.ramp_up_seconds = ramp_up_seconds
+        self.num_partitions = num_partitions
+        self.state = state
+        self._clock = clock
+        self._start_ms: int | None = self._stored_start()
+        self._last_ms = 0
+        self._latest: mb.Offset | None = None
+        self._split_reader = RateSplitReader()
+
+    def initial_offset(self) -> mb.Offset:
         self._start_time()
         return {"seconds": 0}
 
-    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+    def latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
         current = _seconds(start)
         start_ms = self._start_time()
-        self._last_ms = max(self._last_ms, int(type(self).clock() * 1000))
+        self._last_ms = max(self._last_ms, int(self._clock() * 1000))
         elapsed = max(current, (self._last_ms - start_ms) // 1000)
         self._check_overflow(elapsed)
         self._latest = {"seconds": elapsed}
         return {"seconds": elapsed}
 
-    def report_latest_offset(self) -> Offset | None:
+    def report_latest_offset(self) -> mb.Offset | None:
         """The whole seconds elapsed at the last :meth:`latest_offset` (the source takes no
         read limit, so this is also the batch's end)."""
         return self._latest
 
-    def plan(self, start: Offset, end: Offset) -> list[Any]:
+    def partitions(self, start: mb.Offset, end: mb.Offset) -> list[RateSplit]:
         first, last = _seconds(start), _seconds(end)
         if last < first:
             raise SourceError(
@@ -144,43 +200,23 @@ class RateSource(Source):
         self._last_ms = max(self._last_ms, start_ms + last * 1000)
         rate, ramp = self.rows_per_second, self.ramp_up_seconds
         return [
-            {
-                "partition": partition,
-                "partitions": self.num_partitions,
-                "range_start": value_at_second(first, rate, ramp),
-                "range_end": value_at_second(last, rate, ramp),
-                "start_ms": start_ms + first * 1000,
-                "span_ms": (last - first) * 1000,
-            }
+            RateSplit(
+                partition=partition,
+                partitions=self.num_partitions,
+                range_start=value_at_second(first, rate, ramp),
+                range_end=value_at_second(last, rate, ramp),
+                start_ms=start_ms + first * 1000,
+                span_ms=(last - first) * 1000,
+            )
             for partition in range(self.num_partitions)
         ]
 
-    def read(self, split: Any) -> Iterator[pa.RecordBatch]:
-        shape = "a split planned by the rate source"
-        partition = int_field(split, "partition", what="split", expected=shape)
-        partitions = int_field(split, "partitions", what="split", expected=shape)
-        range_start = int_field(split, "range_start", what="split", expected=shape)
-        range_end = int_field(split, "range_end", what="split", expected=shape)
-        start_ms = int_field(split, "start_ms", what="split", expected=shape)
-        span_ms = int_field(split, "span_ms", what="split", expected=shape)
-        count = partition_count(range_start, range_end, partition, partitions)
-        if count == 0:
-            return
-        # typed scalars: a bare Python number costs pyarrow a failing import on every call
-        base = pa.scalar(range_start, pa.int64())
-        ms_per_value = pa.scalar(span_ms / (range_end - range_start), pa.float64())
-        offset_ms = pa.scalar(start_ms + 0.5, pa.float64())
-        thousand = pa.scalar(1000, pa.int64())
-        for values in value_chunks(range_start + partition, count, partitions):
-            relative = pc.cast(pc.subtract(values, base), pa.float64())
-            # Half-up rounding to whole milliseconds, as Spark's timestamps are.
-            millis = pc.floor(pc.add(pc.multiply(relative, ms_per_value), offset_ms))
-            micros = pc.multiply(pc.cast(millis, pa.int64()), thousand).view(TIMESTAMP)
-            yield pa.RecordBatch.from_arrays([micros, values], schema=SCHEMA)
+    def split_reader(self) -> RateSplitReader:
+        return self._split_reader
 
     # -- start time ---------------------------------------------------------------------
     def _stored_start(self) -> int | None:
-        state = self.context.state
+        state = self.state
         if state is None:
             return None
         stored = state.read(_START_FILE)
@@ -198,8 +234,8 @@ class RateSource(Source):
     def _start_time(self) -> int:
         """The source's start time in epoch milliseconds, fixed (and saved) on first use."""
         if self._start_ms is None:
-            now = int(type(self).clock() * 1000)
-            state = self.context.state
+            now = int(self._clock() * 1000)
+            state = self.state
             if state is not None and not state.create(_START_FILE, {"start_ms": now}):
                 stored = self._stored_start()
                 now = stored if stored is not None else now
@@ -217,7 +253,32 @@ class RateSource(Source):
             )
 
 
-def _seconds(offset: Offset) -> int:
+class RateSplitReader(mb.SplitReader):
+    """Reads :class:`RateSplit` values. It holds nothing (a split says everything about its
+    rows), so it pickles as it is and reads the same rows in any process."""
+
+    def read(self, split: mb.Split) -> Iterator[pa.RecordBatch]:
+        if not isinstance(split, RateSplit):
+            raise foreign_split(split, "rate", RateSplit)
+        range_start, range_end = split.range_start, split.range_end
+        partitions = split.partitions
+        count = partition_count(range_start, range_end, split.partition, partitions)
+        if count == 0:
+            return
+        # typed scalars: a bare Python number costs pyarrow a failing import on every call
+        base = pa.scalar(range_start, pa.int64())
+        ms_per_value = pa.scalar(split.span_ms / (range_end - range_start), pa.float64())
+        offset_ms = pa.scalar(split.start_ms + 0.5, pa.float64())
+        thousand = pa.scalar(1000, pa.int64())
+        for values in value_chunks(range_start + split.partition, count, partitions):
+            relative = pc.cast(pc.subtract(values, base), pa.float64())
+            # Half-up rounding to whole milliseconds, as Spark's timestamps are.
+            millis = pc.floor(pc.add(pc.multiply(relative, ms_per_value), offset_ms))
+            micros = pc.multiply(pc.cast(millis, pa.int64()), thousand).view(TIMESTAMP)
+            yield pa.RecordBatch.from_arrays([micros, values], schema=SCHEMA)
+
+
+def _seconds(offset: mb.Offset) -> int:
     return int_field(offset, "seconds", what="offset", expected=_OFFSET_SHAPE)
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from microbatch import Offset, Option, OptionSpec, ReadLimit, ReadMaxRows, Source, SourceContext
+import microbatch as mb
 from microbatch.errors import SourceError
 
 from ._arrays import (
@@ -16,18 +17,24 @@ from ._arrays import (
     NUM_PARTITIONS,
     SCHEMA,
     TIMESTAMP,
+    foreign_split,
     int_field,
     partition_count,
     resolve_partitions,
     value_chunks,
 )
 
-__all__ = ["RateMicroBatchSource"]
+__all__ = [
+    "RateMicroBatchReader",
+    "RateMicroBatchSource",
+    "RateMicroBatchSplit",
+    "RateMicroBatchSplitReader",
+]
 
 _OFFSET_SHAPE = '{"offset": <rows so far>, "timestamp": <epoch milliseconds>}'
 
 
-class RateMicroBatchSource(Source):
+class RateMicroBatchSource(mb.Source):
     """Exactly ``rowsPerBatch`` rows per batch, as Spark's ``rate-micro-batch`` source.
 
     Batch ``k`` holds the values ``[k * rowsPerBatch, (k + 1) * rowsPerBatch)``, all stamped
@@ -38,9 +45,8 @@ class RateMicroBatchSource(Source):
 
     format_name = "rate-micro-batch"
     description = "A fixed number of rows (timestamp, value) per batch, independent of the clock."
-    supports_available_now = True
-    options = OptionSpec(
-        Option(
+    options = mb.OptionSpec(
+        mb.Option(
             name="rowsPerBatch",
             type="int",
             required=True,
@@ -48,14 +54,14 @@ class RateMicroBatchSource(Source):
             doc="How many rows each batch holds.",
         ),
         NUM_PARTITIONS,
-        Option(
+        mb.Option(
             name="startTimestamp",
             type="int",
             default=0,
             minimum=0,
             doc="Timestamp of the rows of the first batch, in epoch milliseconds.",
         ),
-        Option(
+        mb.Option(
             name="advanceMillisPerBatch",
             type="int",
             default=1000,
@@ -63,17 +69,22 @@ class RateMicroBatchSource(Source):
             doc="How many milliseconds the timestamp advances from one batch to the next.",
         ),
     )
+    capabilities = mb.SourceCapabilities(replayable=True, available_now=True)
 
-    def __init__(self, context: SourceContext) -> None:
-        super().__init__(context)
+    def __init__(
+        self,
+        options: mb.Options,
+        *,
+        user_schema: pa.Schema | None = None,
+        session: Any = None,
+        streaming: bool = True,
+    ) -> None:
+        super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
         self.rows_per_batch: int = self.opts.rows_per_batch
         self.num_partitions = resolve_partitions(self.opts.num_partitions)
         self.start_timestamp: int = self.opts.start_timestamp
         self.advance_millis: int = self.opts.advance_millis_per_batch
-        self._available_now = False
-        self._target: Offset | None = None
 
-    @property
     def schema(self) -> pa.Schema:
         return SCHEMA
 
@@ -84,17 +95,53 @@ class RateMicroBatchSource(Source):
             f"advanceMillisPerBatch={self.advance_millis}]"
         )
 
-    def initial_offset(self) -> Offset:
+    def stream_reader(self, context: mb.ReadContext) -> RateMicroBatchReader:
+        return RateMicroBatchReader(
+            rows_per_batch=self.rows_per_batch,
+            num_partitions=self.num_partitions,
+            start_timestamp=self.start_timestamp,
+            advance_millis=self.advance_millis,
+        )
+
+
+@dataclass(frozen=True)
+class RateMicroBatchSplit(mb.Split):
+    """Partition ``partition`` of ``partitions`` of the values ``[range_start, range_end)``,
+    all stamped ``timestamp_ms``."""
+
+    partition: int
+    partitions: int
+    range_start: int
+    range_end: int
+    timestamp_ms: int
+
+
+class RateMicroBatchReader(mb.StreamReader):
+    """Offsets and planning for one run. Nothing is kept in state: the rows depend only on
+    the offsets."""
+
+    def __init__(
+        self, *, rows_per_batch: int, num_partitions: int, start_timestamp: int, advance_millis: int
+    ) -> None:
+        self.rows_per_batch = rows_per_batch
+        self.num_partitions = num_partitions
+        self.start_timestamp = start_timestamp
+        self.advance_millis = advance_millis
+        self._available_now = False
+        self._target: mb.Offset | None = None
+        self._split_reader = RateMicroBatchSplitReader()
+
+    def initial_offset(self) -> mb.Offset:
         return {"offset": 0, "timestamp": self.start_timestamp}
 
-    def default_read_limit(self) -> ReadLimit:
-        return ReadMaxRows(self.rows_per_batch)
+    def default_read_limit(self) -> mb.ReadLimit:
+        return mb.ReadMaxRows(self.rows_per_batch)
 
     def prepare_available_now(self) -> None:
         self._available_now = True
         self._target = None
 
-    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+    def latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
         """One batch beyond ``start``, whatever the limit; under available-now, one batch
         beyond the offset of the first call, and ``start`` once it is reached."""
         rows, timestamp = _parse(start)
@@ -104,7 +151,7 @@ class RateMicroBatchSource(Source):
             self._target = self._next(rows, timestamp)
         return start if rows >= self._target["offset"] else self._target
 
-    def plan(self, start: Offset, end: Offset) -> list[Any]:
+    def partitions(self, start: mb.Offset, end: mb.Offset) -> list[RateMicroBatchSplit]:
         first, timestamp = _parse(start)
         last, _ = _parse(end)
         if last < first:
@@ -113,33 +160,20 @@ class RateMicroBatchSource(Source):
                 f"{start} > {end}"
             )
         return [
-            {
-                "partition": partition,
-                "partitions": self.num_partitions,
-                "range_start": first,
-                "range_end": last,
-                "timestamp_ms": timestamp,
-            }
+            RateMicroBatchSplit(
+                partition=partition,
+                partitions=self.num_partitions,
+                range_start=first,
+                range_end=last,
+                timestamp_ms=timestamp,
+            )
             for partition in range(self.num_partitions)
         ]
 
-    def read(self, split: Any) -> Iterator[pa.RecordBatch]:
-        shape = "a split planned by the rate-micro-batch source"
-        partition = int_field(split, "partition", what="split", expected=shape)
-        partitions = int_field(split, "partitions", what="split", expected=shape)
-        range_start = int_field(split, "range_start", what="split", expected=shape)
-        range_end = int_field(split, "range_end", what="split", expected=shape)
-        timestamp_ms = int_field(split, "timestamp_ms", what="split", expected=shape)
-        count = partition_count(range_start, range_end, partition, partitions)
-        if count == 0:
-            return
-        stamp = pa.scalar(timestamp_ms * 1000, TIMESTAMP)
-        stamps = pa.repeat(stamp, min(count, CHUNK_ROWS))
-        for values in value_chunks(range_start + partition, count, partitions):
-            column = stamps if len(values) == len(stamps) else stamps.slice(0, len(values))
-            yield pa.RecordBatch.from_arrays([column, values], schema=SCHEMA)
+    def split_reader(self) -> RateMicroBatchSplitReader:
+        return self._split_reader
 
-    def _next(self, rows: int, timestamp: int) -> Offset:
+    def _next(self, rows: int, timestamp: int) -> mb.Offset:
         end, stamp = rows + self.rows_per_batch, timestamp + self.advance_millis
         if end > INT64_MAX or stamp * 1000 > INT64_MAX:
             raise SourceError(
@@ -150,7 +184,24 @@ class RateMicroBatchSource(Source):
         return {"offset": end, "timestamp": stamp}
 
 
-def _parse(offset: Offset) -> tuple[int, int]:
+class RateMicroBatchSplitReader(mb.SplitReader):
+    """Reads :class:`RateMicroBatchSplit` values; holds nothing, so it pickles as it is."""
+
+    def read(self, split: mb.Split) -> Iterator[pa.RecordBatch]:
+        if not isinstance(split, RateMicroBatchSplit):
+            raise foreign_split(split, "rate-micro-batch", RateMicroBatchSplit)
+        partitions = split.partitions
+        count = partition_count(split.range_start, split.range_end, split.partition, partitions)
+        if count == 0:
+            return
+        stamp = pa.scalar(split.timestamp_ms * 1000, TIMESTAMP)
+        stamps = pa.repeat(stamp, min(count, CHUNK_ROWS))
+        for values in value_chunks(split.range_start + split.partition, count, partitions):
+            column = stamps if len(values) == len(stamps) else stamps.slice(0, len(values))
+            yield pa.RecordBatch.from_arrays([column, values], schema=SCHEMA)
+
+
+def _parse(offset: mb.Offset) -> tuple[int, int]:
     rows = int_field(offset, "offset", what="offset", expected=_OFFSET_SHAPE)
     timestamp = int_field(offset, "timestamp", what="offset", expected=_OFFSET_SHAPE)
     return rows, timestamp

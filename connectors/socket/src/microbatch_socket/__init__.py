@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .source import SocketSource
+from .source import SocketSource, SocketSplit, SocketSplitReader, SocketStreamReader
 
-__all__ = ["SocketSource"]
+__all__ = ["SocketSource", "SocketSplit", "SocketSplitReader", "SocketStreamReader"]
 __version__ = "0.1.0"

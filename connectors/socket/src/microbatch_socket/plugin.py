@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from microbatch import hookimpl
-from microbatch.registry import ConnectorRegistry
+from microbatch import Registrar, hookimpl
 
 from .source import SocketSource
 
@@ -11,5 +10,5 @@ __all__ = ["microbatch_register_connectors"]
 
 
 @hookimpl
-def microbatch_register_connectors(registry: ConnectorRegistry) -> None:
+def microbatch_register_connectors(registry: Registrar) -> None:
     registry.add_source(SocketSource)

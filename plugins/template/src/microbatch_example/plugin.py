@@ -6,15 +6,13 @@ installed connectors stays fast even when a connector needs a heavy client libra
 
 from __future__ import annotations
 
-from typing import Any
-
 import microbatch as mb
 
 __all__ = ["microbatch_register_connectors"]
 
 
 @mb.hookimpl
-def microbatch_register_connectors(registry: Any) -> None:
+def microbatch_register_connectors(registry: mb.Registrar) -> None:
     from .counter import CounterSource
     from .jsonl import JsonLinesSink
 

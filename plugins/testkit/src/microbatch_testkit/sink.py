@@ -10,34 +10,76 @@
         def make_options(self):
             return {"path": str(self.tmp_path / "out")}
 
-        def read_back(self, sink):
-            return read_my_files(self.tmp_path / "out", schema=sink.context.schema)
+        def read_back(self, writer):
+            return read_my_files(self.tmp_path / "out", schema=self.input_schema())
 
-Input comes from :mod:`microbatch_testkit.data` unless :meth:`~SinkContract.input_batches` is
-overridden. The checks that apply are chosen from what the sink class declares
-(``guarantee``, ``output_modes``, ``supports_partition_by``).
+Hooks and what each receives (contract 2):
+
+- ``make_options() -> dict``: raw options; called for every writer a test builds.
+- ``make_session()``: the ``session`` given to the connector object and in ``WriteContext``.
+- ``bad_options() -> [(raw options, expected message part)]``: options the sink must refuse.
+- ``read_back(writer) -> pyarrow.Table``: everything the sink has made visible so far.
+  ``writer`` is a :class:`~microbatch.StreamWriter` from :meth:`SinkContract.build` (often the
+  newest one: after a simulated crash, one built after it); :meth:`SinkContract.built_of`
+  gives the connector object and the ``WriteContext`` it was made with.
+- ``make_context_extras() -> dict``: ``WriteContext.extras`` of every writer built.
+- ``input_schema()`` / ``input_batches()``: the rows each test batch carries (default
+  :mod:`microbatch_testkit.data`'s edge cases).
+- ``expected_contents(committed) -> pyarrow.Table``: what ``read_back`` should return once the
+  rows ``committed`` are visible (override for sinks that change data on the way).
+
+:meth:`SinkContract.build` makes the sink as ``start()`` does: options parsed,
+``sink_class(options, session=...)``, then ``stream_writer(WriteContext(...))``; it returns the
+stream writer. :meth:`SinkContract.run_batch` writes each part with
+``writer.part_writer().write(data, PartContext(...))`` and then calls
+``writer.commit(messages, batch_id)``.
+
+The checks that apply are chosen from the sink's ``capabilities`` (``guarantee``,
+``output_modes``, ``partition_by``).
 """
 
 from __future__ import annotations
 
-import importlib
-import uuid
-from collections.abc import Callable
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
 
-from microbatch import Guarantee, OutputMode, Sink, SinkContext, StateStore
+from microbatch import (
+    CommitMessage,
+    Guarantee,
+    OutputMode,
+    PartContext,
+    PartWriter,
+    Sink,
+    SinkCapabilities,
+    StateStore,
+    StreamWriter,
+    WriteContext,
+)
 from microbatch.errors import UnsupportedOperationError
+from microbatch.planner import check_sink_supports
 
 from . import data
 from ._base import ContractBase
 from ._compare import describe_schema_difference, rows_difference
 
-__all__ = ["SinkContract"]
+__all__ = ["BuiltSink", "SinkContract"]
 
 Parts = list[list[pa.RecordBatch]]
+
+
+@dataclass(frozen=True)
+class BuiltSink:
+    """What :meth:`SinkContract.build` made: the connector object, the context its stream
+    writer was given, and the writer."""
+
+    sink: Sink
+    context: WriteContext
+    writer: StreamWriter
 
 
 class SinkContract(ContractBase):
@@ -45,8 +87,8 @@ class SinkContract(ContractBase):
 
     Set :attr:`sink_class`, implement :meth:`make_options` and :meth:`read_back`, and
     override the other hooks as your sink needs. ``self.tmp_path`` and ``self.state`` are
-    fresh for every test; every sink a test builds shares ``self.state``, ``self.session``
-    and one query id, as the instances of one query's runs do.
+    fresh for every test; every writer a test builds shares ``self.state``, ``self.session``
+    and one query id, as the writers of one query's runs do.
     """
 
     __test__ = False
@@ -61,12 +103,12 @@ class SinkContract(ContractBase):
     """The query name placed in the context (the memory sink needs one)."""
 
     # -- hooks ----------------------------------------------------------------------------
-    def read_back(self, sink: Sink) -> pa.Table:
+    def read_back(self, writer: StreamWriter) -> pa.Table:
         """Everything the sink has made visible so far, as a table."""
-        raise NotImplementedError(f"{type(self).__name__} must implement read_back(sink)")
+        raise NotImplementedError(f"{type(self).__name__} must implement read_back(writer)")
 
     def make_context_extras(self) -> dict[str, Any]:
-        """``SinkContext.extras`` for every sink built; default empty."""
+        """``WriteContext.extras`` for every writer built; default empty."""
         return {}
 
     def input_schema(self) -> pa.Schema:
@@ -88,7 +130,8 @@ class SinkContract(ContractBase):
     # -- helpers --------------------------------------------------------------------------
     @pytest.fixture(autouse=True)
     def _microbatch_sink_setup(self) -> None:
-        self.query_id = str(uuid.uuid4())
+        self.query_id = "microbatch-testkit-query"
+        self._made: list[BuiltSink] = []
 
     def _connector_class(self) -> type[Sink]:
         cls = getattr(self, "sink_class", None)
@@ -96,8 +139,23 @@ class SinkContract(ContractBase):
             pytest.fail(f"{type(self).__name__} must set sink_class")
         return cls
 
+    def _capabilities(self) -> SinkCapabilities:
+        capabilities = self._connector_class().capabilities
+        assert isinstance(capabilities, SinkCapabilities), (
+            f"{self._connector_class().__qualname__}.capabilities is {capabilities!r}, not a "
+            "microbatch.SinkCapabilities"
+        )
+        return capabilities
+
     def _build_any(self, options: dict[str, Any]) -> Any:
         return self.build(options=options)
+
+    def build_sink(self, *, options: dict[str, Any] | None = None) -> Sink:
+        """The connector object, as ``start()`` makes it (no writer)."""
+        cls = self._connector_class()
+        raw = self.make_options() if options is None else options
+        parsed = cls.options.parse(raw, connector=cls.format_name)
+        return cls(parsed, session=self.session)
 
     def build(
         self,
@@ -106,13 +164,12 @@ class SinkContract(ContractBase):
         options: dict[str, Any] | None = None,
         output_mode: OutputMode | None = None,
         partition_by: tuple[str, ...] = (),
-    ) -> Sink:
-        """A new sink instance, as the engine makes one; stopped when the test ends."""
-        cls = self._connector_class()
-        raw = self.make_options() if options is None else options
-        parsed = cls.options.parse(raw, connector=cls.format_name)
-        context = SinkContext(
-            options=parsed,
+        last_committed_batch_id: int | None = None,
+    ) -> StreamWriter:
+        """A new stream writer, made as the engine makes one for a query run; stopped when
+        the test ends. :meth:`built_of` gives the connector object and context."""
+        sink = self.build_sink(options=options)
+        context = WriteContext(
             schema=self.input_schema(),
             output_mode=self.output_mode if output_mode is None else output_mode,
             query_id=self.query_id,
@@ -120,22 +177,63 @@ class SinkContract(ContractBase):
             partition_by=partition_by,
             state=self.state if state is None else state,
             session=self.session,
+            last_committed_batch_id=last_committed_batch_id,
             extras=self.make_context_extras(),
         )
-        sink = cls(context)
-        self.built.append(sink)
-        return sink
+        writer = sink.stream_writer(context)
+        assert isinstance(writer, StreamWriter), (
+            f"{type(sink).__qualname__}.stream_writer() returned {type(writer).__name__}, "
+            "not a microbatch.StreamWriter"
+        )
+        self._made.append(BuiltSink(sink, context, writer))
+        self.built.append(writer)
+        return writer
 
-    def write_parts(self, sink: Sink, batch_id: int, parts: Parts) -> list[Any]:
-        """``sink.write`` of each part of batch ``batch_id``; the messages, in part order."""
+    def built_of(self, writer: StreamWriter) -> BuiltSink:
+        """The connector object and context ``writer`` was made from."""
+        for made in self._made:
+            if made.writer is writer:
+                return made
+        raise LookupError(f"{writer!r} was not made by build()")
+
+    def part_writer_of(self, writer: StreamWriter) -> PartWriter:
+        """``writer.part_writer()``, checked to be a :class:`~microbatch.PartWriter`."""
+        part_writer = writer.part_writer()
+        assert isinstance(part_writer, PartWriter), (
+            f"{type(writer).__qualname__}.part_writer() returned "
+            f"{type(part_writer).__name__}, not a microbatch.PartWriter"
+        )
+        return part_writer
+
+    def part_context(self, batch_id: int, index: int, count: int) -> PartContext:
+        """The :class:`~microbatch.PartContext` of part ``index`` of ``count``."""
+        return PartContext(
+            batch_id=batch_id, part_index=index, num_parts=count, query_id=self.query_id
+        )
+
+    def write_parts(
+        self, writer: StreamWriter, batch_id: int, parts: Parts
+    ) -> list[CommitMessage | None]:
+        """Each part of batch ``batch_id`` through one ``part_writer()``; the messages, in
+        part order (as the engine does, each part gets its own ``PartContext``)."""
         schema = self.input_schema()
-        return [
-            sink.write(batch_id, pa.RecordBatchReader.from_batches(schema, part)) for part in parts
-        ]
+        part_writer = self.part_writer_of(writer)
+        messages: list[CommitMessage | None] = []
+        for index, part in enumerate(parts):
+            message = part_writer.write(
+                pa.RecordBatchReader.from_batches(schema, part),
+                self.part_context(batch_id, index, len(parts)),
+            )
+            assert message is None or isinstance(message, CommitMessage), (
+                f"write() of part {index} of batch {batch_id} returned "
+                f"{type(message).__name__}, not a microbatch.CommitMessage or None"
+            )
+            messages.append(message)
+        return messages
 
-    def run_batch(self, sink: Sink, batch_id: int, parts: Parts) -> None:
+    def run_batch(self, writer: StreamWriter, batch_id: int, parts: Parts) -> None:
         """Write every part of batch ``batch_id`` and commit it, as the engine does."""
-        sink.commit(batch_id, self.write_parts(sink, batch_id, parts))
+        writer.commit(self.write_parts(writer, batch_id, parts), batch_id)
 
     def input_parts(self) -> Parts:
         """:meth:`input_batches` cut into two parts (two splits of one batch)."""
@@ -147,19 +245,22 @@ class SinkContract(ContractBase):
         half = table.num_rows // 2
         return [table.slice(0, half).to_batches(), table.slice(half).to_batches()]
 
-    def _table(self, batches: list[pa.RecordBatch]) -> pa.Table:
-        return pa.Table.from_batches(batches, schema=self.input_schema())
+    def _table(self, batches: Sequence[pa.RecordBatch]) -> pa.Table:
+        return pa.Table.from_batches(list(batches), schema=self.input_schema())
 
-    def _expected(self, committed_batches: list[pa.Table]) -> pa.Table:
-        if self.output_mode == OutputMode.COMPLETE:
+    def _expected(
+        self, committed_batches: list[pa.Table], mode: OutputMode | None = None
+    ) -> pa.Table:
+        if (mode or self.output_mode) == OutputMode.COMPLETE:
             committed_batches = committed_batches[-1:]
         if not committed_batches:
             return self.expected_contents(self.input_schema().empty_table())
         return self.expected_contents(pa.concat_tables(committed_batches))
 
-    def assert_contents(self, sink: Sink, expected: pa.Table, when: str) -> None:
-        """Fail, showing the differing rows, unless ``read_back(sink)`` equals ``expected``."""
-        actual = self.read_back(sink)
+    def assert_contents(self, writer: StreamWriter, expected: pa.Table, when: str) -> None:
+        """Fail, showing the differing rows, unless ``read_back(writer)`` equals
+        ``expected``."""
+        actual = self.read_back(writer)
         assert isinstance(actual, pa.Table), (
             f"read_back() returned {type(actual).__name__}, not a pyarrow.Table"
         )
@@ -172,29 +273,33 @@ class SinkContract(ContractBase):
 
     # -- tests ----------------------------------------------------------------------------
     def test_committed_batch_is_read_back(self) -> None:
-        sink = self.build()
+        writer = self.build()
         batches = self.input_batches()
-        self.run_batch(sink, 0, [batches])
-        self.assert_contents(sink, self._expected([self._table(batches)]), "after batch 0")
+        self.run_batch(writer, 0, [batches])
+        self.assert_contents(writer, self._expected([self._table(batches)]), "after batch 0")
 
     def test_parts_of_a_batch_are_committed_together(self) -> None:
-        sink = self.build()
+        writer = self.build()
         parts = self.input_parts()
         whole = self._table([batch for part in parts for batch in part])
-        self.run_batch(sink, 0, parts)
-        self.assert_contents(sink, self._expected([whole]), "after batch 0 written in two parts")
-        messages = self.write_parts(sink, 1, parts)
-        if self._connector_class().guarantee == Guarantee.EXACTLY_ONCE:
+        self.run_batch(writer, 0, parts)
+        self.assert_contents(
+            writer, self._expected([whole]), "after batch 0 written in two parts"
+        )
+        messages = self.write_parts(writer, 1, parts)
+        if self._capabilities().guarantee == Guarantee.EXACTLY_ONCE:
             self.assert_contents(
-                sink, self._expected([whole]), "after batch 1 was written but not committed"
+                writer, self._expected([whole]), "after batch 1 was written but not committed"
             )
-        sink.commit(1, messages)
-        self.assert_contents(sink, self._expected([whole, whole]), "after batch 1")
+        writer.commit(messages, 1)
+        self.assert_contents(writer, self._expected([whole, whole]), "after batch 1")
 
     def test_replayed_batch_is_applied_once(self) -> None:
-        cls = self._connector_class()
-        if cls.guarantee != Guarantee.EXACTLY_ONCE:
-            pytest.skip(f"{cls.__qualname__} declares guarantee = {cls.guarantee.value}")
+        guarantee = self._capabilities().guarantee
+        if guarantee != Guarantee.EXACTLY_ONCE:
+            pytest.skip(
+                f"{self._connector_class().__qualname__} declares guarantee={guarantee.value}"
+            )
         parts = self.input_parts()
         whole = self._table([batch for part in parts for batch in part])
         once = self._expected([whole])
@@ -204,68 +309,80 @@ class SinkContract(ContractBase):
         first.stop()
         second = self.build()
         messages = self.write_parts(second, 0, parts)
-        second.commit(0, messages)
+        second.commit(messages, 0)
         self.assert_contents(
-            second, once, "after a new instance re-ran write and commit of batch 0"
+            second, once, "after a new writer re-ran write and commit of batch 0"
         )
-        second.commit(0, messages)
+        second.commit(messages, 0)
         self.assert_contents(second, once, "after commit of batch 0 was called once more")
         self.run_batch(second, 1, parts)
         self.assert_contents(second, self._expected([whole, whole]), "after batch 1")
 
     def test_empty_batches_commit(self) -> None:
-        sink = self.build()
+        writer = self.build()
         empty = [pa.RecordBatch.from_pylist([], schema=self.input_schema())]
-        self.run_batch(sink, 0, [empty])
-        sink.commit(1, [])
+        self.run_batch(writer, 0, [empty])
+        writer.commit([], 1)
         self.assert_contents(
-            sink, self._expected([]), "after an empty batch and a batch of no parts"
+            writer, self._expected([]), "after an empty batch and a batch of no parts"
         )
         batches = self.input_batches()
-        self.run_batch(sink, 2, [batches])
-        self.assert_contents(sink, self._expected([self._table(batches)]), "after batch 2")
+        self.run_batch(writer, 2, [batches])
+        self.assert_contents(writer, self._expected([self._table(batches)]), "after batch 2")
 
-    def test_output_modes_are_declared_and_checked(self) -> None:
+    def test_part_writer_and_messages_are_picklable(self) -> None:
+        writer = self.build()
+        part_writer = self.part_writer_of(writer)
+        try:
+            pickle.dumps(part_writer)
+        except Exception as error:
+            pytest.fail(
+                f"part_writer() of {type(writer).__qualname__} cannot be pickled "
+                f"({type(error).__name__}: {error}): {part_writer!r}"
+            )
+        messages = self.write_parts(writer, 0, self.input_parts())
+        for index, message in enumerate(messages):
+            try:
+                pickle.dumps(message)
+            except Exception as error:
+                pytest.fail(
+                    f"the commit message of part {index} of batch 0 cannot be pickled "
+                    f"({type(error).__name__}: {error}): {message!r}"
+                )
+        writer.abort(messages, 0)
+
+    def test_capabilities_are_declared_and_checked(self) -> None:
         cls = self._connector_class()
-        modes = cls.output_modes
-        assert modes, f"{cls.__qualname__}.output_modes is empty"
+        capabilities = self._capabilities()
+        modes = capabilities.output_modes
+        assert modes, f"{cls.__qualname__}.capabilities.output_modes is empty"
         unknown = [mode for mode in modes if not isinstance(mode, OutputMode)]
-        assert not unknown, f"{cls.__qualname__}.output_modes holds non-OutputMode values {unknown}"
-        assert isinstance(cls.guarantee, Guarantee), (
-            f"{cls.__qualname__}.guarantee is not a Guarantee"
+        assert not unknown, (
+            f"{cls.__qualname__}.capabilities.output_modes holds non-OutputMode values {unknown}"
         )
-        assert isinstance(cls.supports_partition_by, bool)
-        check = engine_sink_check()
+        assert isinstance(capabilities.guarantee, Guarantee), (
+            f"{cls.__qualname__}.capabilities.guarantee is not a Guarantee"
+        )
+        assert isinstance(capabilities.partition_by, bool)
         for mode in OutputMode:
             if mode in modes:
                 self.build(output_mode=mode)
-                if check is not None:
-                    check(cls, mode, ())
-            elif check is not None:
-                with pytest.raises(UnsupportedOperationError):
-                    check(cls, mode, ())
-        if check is not None:
-            first_mode = sorted(modes)[0]
-            if cls.supports_partition_by:
-                check(cls, first_mode, ("id",))
+                check_sink_supports(cls, mode, ())
             else:
                 with pytest.raises(UnsupportedOperationError):
-                    check(cls, first_mode, ("id",))
+                    check_sink_supports(cls, mode, ())
+        first_mode = sorted(modes)[0]
+        if capabilities.partition_by:
+            check_sink_supports(cls, first_mode, ("id",))
+        else:
+            with pytest.raises(UnsupportedOperationError):
+                check_sink_supports(cls, first_mode, ("id",))
 
     def test_stop_is_idempotent(self) -> None:
         unused = self.build()
         unused.stop()
         unused.stop()
-        sink = self.build()
-        self.run_batch(sink, 0, [self.input_batches()])
-        sink.stop()
-        sink.stop()
-
-
-def engine_sink_check() -> Callable[[type[Sink], OutputMode, tuple[str, ...]], None] | None:
-    """The engine's start-time check of a sink's output mode and partitioning, when present."""
-    try:
-        writer = importlib.import_module("microbatch.writer")
-    except ImportError:
-        return None
-    return getattr(writer, "check_sink_supports", None)
+        writer = self.build()
+        self.run_batch(writer, 0, [self.input_batches()])
+        writer.stop()
+        writer.stop()

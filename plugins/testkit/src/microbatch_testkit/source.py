@@ -11,14 +11,36 @@
         def make_options(self):
             return {"rowsPerBatch": 5}
 
-The checks that apply are chosen from what the source class declares (``replayable``); each
-failure names the offsets and the batch it was looking at.
+Hooks and what each receives (contract 2):
+
+- ``make_options() -> dict``: raw options, as a user passes them to ``.option()``; called for
+  every instance a test builds (return options naming the same data each time).
+- ``make_schema() -> pyarrow.Schema | None``: the user schema (``.schema(...)``), passed to the
+  connector object as ``user_schema``; default ``None``.
+- ``make_session()``: the ``session`` given to the connector object (and in ``ReadContext``).
+- ``bad_options() -> [(raw options, expected message part)]``: options the source must refuse.
+- ``produce(reader)``: make new data appear. ``reader`` is the :class:`~microbatch.StreamReader`
+  that is asked for ``latest_offset`` next (the one :meth:`SourceContract.build` returned);
+  most sources ignore it (write a file, add rows to a stream, move a test clock).
+- ``count_units(splits, limit) -> int``: for ``ReadMaxFiles``/``ReadMaxBytes`` limits, how
+  many files or bytes the splits of ``reader.partitions(start, end)`` cover.
+
+:meth:`SourceContract.build` makes the source as the builders do: options parsed,
+``source_class(options, user_schema=..., session=..., streaming=...)``, ``schema()`` called
+once, then ``stream_reader(ReadContext(...))``; it returns the stream reader.
+:meth:`SourceContract.read_range` reads ``(start, end]`` through ``partitions()`` and
+``split_reader().read(split)``.
+
+The checks that apply are chosen from the source's ``capabilities`` (``replayable``,
+``available_now``); each failure names the offsets and the batch it was looking at.
 """
 
 from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -27,21 +49,36 @@ import pytest
 from microbatch import (
     Offset,
     ReadAllAvailable,
+    ReadContext,
     ReadLimit,
     ReadMaxBytes,
     ReadMaxFiles,
     ReadMaxRows,
     Source,
-    SourceContext,
+    SourceCapabilities,
+    Split,
+    SplitReader,
     StateStore,
+    StreamReader,
 )
 
 from ._base import ContractBase
 from ._compare import describe_schema_difference, rows_difference, show, show_batch
 
-__all__ = ["SourceContract"]
+__all__ = ["BuiltSource", "SourceContract"]
 
 _MAX_AVAILABLE_NOW_BATCHES = 1000
+
+
+@dataclass(frozen=True)
+class BuiltSource:
+    """What :meth:`SourceContract.build` made: the connector object, its schema, the context
+    its stream reader was given, and the reader."""
+
+    source: Source
+    schema: pa.Schema
+    context: ReadContext
+    reader: StreamReader
 
 
 class SourceContract(ContractBase):
@@ -60,19 +97,19 @@ class SourceContract(ContractBase):
 
     # -- hooks ----------------------------------------------------------------------------
     def make_schema(self) -> pa.Schema | None:
-        """The user schema passed in the context (for sources that take one); default None."""
+        """The user schema passed to the connector object (for sources that take one)."""
         return None
 
-    def produce(self, source: Source) -> None:
-        """Make new data appear for ``source`` (write a file, add rows to a stream).
+    def produce(self, reader: StreamReader) -> None:
+        """Make new data appear for ``reader`` (write a file, add rows to a stream).
 
-        Called between offset look-ups; after it returns, ``latest_offset`` must see the new
-        data. Produce more rows than the default read limit admits so that the limit check
-        bites. The default does nothing, which suits sources that generate data themselves
-        (those may still use it, to advance a test clock for example).
+        Called between offset look-ups; after it returns, ``reader.latest_offset`` must see
+        the new data. Produce more rows than the default read limit admits so that the limit
+        check bites. The default does nothing, which suits sources that generate data
+        themselves (those may still use it, to advance a test clock for example).
         """
 
-    def count_units(self, splits: list[Any], limit: ReadLimit) -> int:
+    def count_units(self, splits: Sequence[Split], limit: ReadLimit) -> int:
         """How much of ``limit``'s unit (files, bytes) ``splits`` cover.
 
         Needed only when ``default_read_limit()`` is ``ReadMaxFiles`` or ``ReadMaxBytes``.
@@ -89,8 +126,32 @@ class SourceContract(ContractBase):
             pytest.fail(f"{type(self).__name__} must set source_class")
         return cls
 
+    def _capabilities(self) -> SourceCapabilities:
+        capabilities = self._connector_class().capabilities
+        assert isinstance(capabilities, SourceCapabilities), (
+            f"{self._connector_class().__qualname__}.capabilities is {capabilities!r}, not a "
+            "microbatch.SourceCapabilities"
+        )
+        return capabilities
+
     def _build_any(self, options: dict[str, Any]) -> Any:
         return self.build(options=options)
+
+    def build_source(
+        self, *, options: dict[str, Any] | None = None, streaming: bool = True
+    ) -> tuple[Source, pa.Schema]:
+        """The connector object and its schema, as ``load()`` makes them (no reader)."""
+        cls = self._connector_class()
+        raw = self.make_options() if options is None else options
+        parsed = cls.options.parse(raw, connector=cls.format_name)
+        source = cls(
+            parsed, user_schema=self.make_schema(), session=self.session, streaming=streaming
+        )
+        schema = source.schema()
+        assert isinstance(schema, pa.Schema), (
+            f"{cls.__qualname__}.schema() returned {schema!r}, not a pyarrow.Schema"
+        )
+        return source, schema
 
     def build(
         self,
@@ -98,55 +159,94 @@ class SourceContract(ContractBase):
         state: StateStore | None = None,
         options: dict[str, Any] | None = None,
         streaming: bool = True,
-    ) -> Source:
-        """A new source instance, as the engine makes one.
+    ) -> StreamReader:
+        """A new stream reader, made as the engine makes one for a query run.
 
         ``options`` default to :meth:`make_options`; ``state`` defaults to ``self.state``.
-        The instance is stopped when the test ends.
+        The reader is stopped when the test ends; :meth:`built_of` gives what it was made of.
         """
-        cls = self._connector_class()
-        raw = self.make_options() if options is None else options
-        parsed = cls.options.parse(raw, connector=cls.format_name)
-        context = SourceContext(
-            options=parsed,
-            schema=self.make_schema(),
+        source, schema = self.build_source(options=options, streaming=streaming)
+        context = ReadContext(
+            schema=schema,
             state=self.state if state is None else state,
+            wake=self._wake,
             streaming=streaming,
+            query_id=self.query_id if streaming else None,
             session=self.session,
         )
-        source = cls(context)
-        self.built.append(source)
-        return source
-
-    def read_range(self, source: Source, start: Offset, end: Offset) -> pa.Table:
-        """Everything ``source`` yields for ``(start, end]``, checked against its schema."""
-        schema = source.schema
-        splits = source.plan(start, end)
-        assert isinstance(splits, list), (
-            f"plan({show(start)}, {show(end)}) returned {type(splits).__name__}, not a list"
+        reader = source.stream_reader(context)
+        assert isinstance(reader, StreamReader), (
+            f"{type(source).__qualname__}.stream_reader() returned {type(reader).__name__}, "
+            "not a microbatch.StreamReader"
         )
-        batches: list[pa.RecordBatch] = []
+        self._made.append(BuiltSource(source, schema, context, reader))
+        self.built.append(reader)
+        return reader
+
+    def built_of(self, reader: StreamReader) -> BuiltSource:
+        """The connector object, schema and context ``reader`` was made from."""
+        for made in self._made:
+            if made.reader is reader:
+                return made
+        raise LookupError(f"{reader!r} was not made by build()")
+
+    def _wake(self) -> None:
+        self.wakes += 1
+
+    def split_reader_of(self, reader: StreamReader) -> SplitReader:
+        """``reader.split_reader()``, checked to be a :class:`~microbatch.SplitReader`."""
+        split_reader = reader.split_reader()
+        assert isinstance(split_reader, SplitReader), (
+            f"{type(reader).__qualname__}.split_reader() returned "
+            f"{type(split_reader).__name__}, not a microbatch.SplitReader"
+        )
+        return split_reader
+
+    def splits_of(self, reader: StreamReader, start: Offset, end: Offset) -> list[Split]:
+        """``reader.partitions(start, end)``, checked to be a sequence of Splits."""
+        splits = reader.partitions(start, end)
+        where = f"partitions({show(start)}, {show(end)})"
+        assert isinstance(splits, Sequence), (
+            f"{where} returned {type(splits).__name__}, not a list"
+        )
         for index, split in enumerate(splits):
-            for number, batch in enumerate(source.read(split)):
-                where = (
-                    f"read(split {index} of plan({show(start)}, {show(end)})) yielded "
-                    f"batch {number}"
-                )
-                assert isinstance(batch, pa.RecordBatch), (
-                    f"{where} of type {type(batch).__name__}, not pyarrow.RecordBatch"
-                )
-                difference = describe_schema_difference(schema, batch.schema)
-                assert not difference, (
-                    f"{where} whose schema differs from source.schema:\n{difference}\n"
-                    f"  batch: {show_batch(batch)}"
-                )
-                batches.append(batch)
+            assert isinstance(split, Split), (
+                f"split {index} of {where} is {split!r}, not a microbatch.Split"
+            )
+        return list(splits)
+
+    def read_split(
+        self, reader: StreamReader, split: Split, where: str = "read(split)"
+    ) -> list[pa.RecordBatch]:
+        """The record batches of one split, each checked against the source's schema."""
+        schema = self.built_of(reader).schema
+        batches: list[pa.RecordBatch] = []
+        for number, item in enumerate(self.split_reader_of(reader).read(split)):
+            what = f"{where} yielded batch {number}"
+            assert isinstance(item, pa.RecordBatch), (
+                f"{what} of type {type(item).__name__}, not pyarrow.RecordBatch"
+            )
+            difference = describe_schema_difference(schema, item.schema)
+            assert not difference, (
+                f"{what} whose schema differs from schema():\n{difference}\n"
+                f"  batch: {show_batch(item)}"
+            )
+            batches.append(item)
+        return batches
+
+    def read_range(self, reader: StreamReader, start: Offset, end: Offset) -> pa.Table:
+        """Everything ``reader`` yields for ``(start, end]``, checked against its schema."""
+        schema = self.built_of(reader).schema
+        batches: list[pa.RecordBatch] = []
+        for index, split in enumerate(self.splits_of(reader, start, end)):
+            where = f"read(split {index} of partitions({show(start)}, {show(end)}))"
+            batches += self.read_split(reader, split, where)
         return pa.Table.from_batches(batches, schema=schema)
 
-    def _next_end(self, source: Source, start: Offset, limit: ReadLimit) -> Offset:
+    def _next_end(self, reader: StreamReader, start: Offset, limit: ReadLimit) -> Offset:
         """Produce data and return the end of the next batch, failing when nothing appeared."""
-        self.produce(source)
-        end = source.latest_offset(start, limit)
+        self.produce(reader)
+        end = reader.latest_offset(start, limit)
         if end == start:
             pytest.fail(
                 f"latest_offset({show(start)}, {limit!r}) returned the start offset after "
@@ -154,46 +254,65 @@ class SourceContract(ContractBase):
             )
         return end
 
+    @pytest.fixture(autouse=True)
+    def _microbatch_source_setup(self) -> None:
+        self.query_id = "microbatch-testkit-query"
+        self.wakes = 0
+        self._made: list[BuiltSource] = []
+
     # -- tests ----------------------------------------------------------------------------
+    def test_capabilities_are_declared(self) -> None:
+        capabilities = self._capabilities()
+        assert capabilities.user_schema in ("forbidden", "optional", "required"), (
+            f"capabilities.user_schema is {capabilities.user_schema!r}"
+        )
+        if capabilities.user_schema == "required":
+            assert self.make_schema() is not None, (
+                "the source requires a user schema: make_schema() must return one"
+            )
+
     def test_offsets_are_json(self) -> None:
-        source = self.build()
-        start = source.initial_offset()
+        reader = self.build()
+        start = reader.initial_offset()
         _assert_json_offset(start, "initial_offset()")
-        limit = source.default_read_limit()
-        end = self._next_end(source, start, limit)
+        limit = reader.default_read_limit()
+        end = self._next_end(reader, start, limit)
         _assert_json_offset(end, f"latest_offset({show(start)}, {limit!r})")
-        everything = source.latest_offset(start, ReadAllAvailable())
+        reported = reader.report_latest_offset()
+        if reported is not None:
+            _assert_json_offset(reported, "report_latest_offset()")
+        everything = reader.latest_offset(start, ReadAllAvailable())
         _assert_json_offset(everything, f"latest_offset({show(start)}, ReadAllAvailable())")
 
     def test_latest_offset_is_stable(self) -> None:
-        source = self.build()
-        start = source.initial_offset()
-        limit = source.default_read_limit()
-        end = self._next_end(source, start, limit)
+        reader = self.build()
+        start = reader.initial_offset()
+        limit = reader.default_read_limit()
+        end = self._next_end(reader, start, limit)
         if self.generates_data_on_its_own:
-            start, end = end, source.latest_offset(end, limit)
-        again = source.latest_offset(start, limit)
+            start, end = end, reader.latest_offset(end, limit)
+        again = reader.latest_offset(start, limit)
         assert again == end, (
             f"latest_offset({show(start)}, {limit!r}) changed between two calls with no new "
             f"data: first {show(end)}, then {show(again)}"
         )
 
     def test_latest_offset_respects_default_read_limit(self) -> None:
-        source = self.build()
-        limit = source.default_read_limit()
+        reader = self.build()
+        limit = reader.default_read_limit()
         if isinstance(limit, ReadAllAvailable):
             pytest.skip("default_read_limit() is ReadAllAvailable: nothing to respect")
-        start = source.initial_offset()
-        end = self._next_end(source, start, limit)
+        start = reader.initial_offset()
+        end = self._next_end(reader, start, limit)
         if isinstance(limit, ReadMaxRows):
-            rows = self.read_range(source, start, end).num_rows
+            rows = self.read_range(reader, start, end).num_rows
             assert rows <= limit.max_rows, (
                 f"latest_offset({show(start)}, {limit!r}) returned {show(end)}, but that range "
                 f"holds {rows} rows"
             )
         elif isinstance(limit, ReadMaxFiles | ReadMaxBytes):
             allowed = limit.max_files if isinstance(limit, ReadMaxFiles) else limit.max_bytes
-            units = self.count_units(source.plan(start, end), limit)
+            units = self.count_units(self.splits_of(reader, start, end), limit)
             assert units <= allowed, (
                 f"latest_offset({show(start)}, {limit!r}) returned {show(end)}, but that range "
                 f"covers {units} units"
@@ -204,62 +323,67 @@ class SourceContract(ContractBase):
     def test_latest_offset_returns_start_when_nothing_is_new(self) -> None:
         if self.generates_data_on_its_own:
             pytest.skip("the source generates data on its own: something is always new")
-        source = self.build()
-        start = source.initial_offset()
-        drained = source.latest_offset(start, ReadAllAvailable())
-        for limit in (ReadAllAvailable(), source.default_read_limit()):
-            again = source.latest_offset(drained, limit)
+        reader = self.build()
+        start = reader.initial_offset()
+        drained = reader.latest_offset(start, ReadAllAvailable())
+        for limit in (ReadAllAvailable(), reader.default_read_limit()):
+            again = reader.latest_offset(drained, limit)
             assert again == drained, (
                 f"latest_offset({show(drained)}, {limit!r}) returned {show(again)} with no new "
                 "data; it must return its start offset"
             )
-        end = self._next_end(source, drained, ReadAllAvailable())
-        again = source.latest_offset(end, ReadAllAvailable())
+        end = self._next_end(reader, drained, ReadAllAvailable())
+        again = reader.latest_offset(end, ReadAllAvailable())
         assert again == end, (
             f"after reading up to {show(end)}, latest_offset({show(end)}, ReadAllAvailable()) "
             f"returned {show(again)} with no new data"
         )
 
     def test_empty_range_yields_no_rows(self) -> None:
-        source = self.build()
-        start = source.initial_offset()
-        end = self._next_end(source, start, source.default_read_limit())
+        reader = self.build()
+        start = reader.initial_offset()
+        end = self._next_end(reader, start, reader.default_read_limit())
         for offset in (start, end):
-            table = self.read_range(source, offset, offset)
+            table = self.read_range(reader, offset, offset)
             assert table.num_rows == 0, (
-                f"plan({show(offset)}, {show(offset)}) of an empty range yielded "
+                f"partitions({show(offset)}, {show(offset)}) of an empty range yielded "
                 f"{show_batch(table)}"
             )
 
     def test_read_yields_the_declared_schema(self) -> None:
-        source = self.build()
-        schema = source.schema
-        assert isinstance(schema, pa.Schema), f"source.schema is {schema!r}, not a pyarrow.Schema"
-        start = source.initial_offset()
-        end = self._next_end(source, start, source.default_read_limit())
-        table = self.read_range(source, start, end)
+        reader = self.build()
+        start = reader.initial_offset()
+        end = self._next_end(reader, start, reader.default_read_limit())
+        table = self.read_range(reader, start, end)
         assert table.num_rows > 0, (
             f"latest_offset moved from {show(start)} to {show(end)}, but reading that range "
             "yielded no rows"
         )
 
-    def test_splits_are_picklable(self) -> None:
-        source = self.build()
-        start = source.initial_offset()
-        end = self._next_end(source, start, source.default_read_limit())
-        for index, split in enumerate(source.plan(start, end)):
+    def test_splits_and_split_reader_are_picklable(self) -> None:
+        reader = self.build()
+        start = reader.initial_offset()
+        end = self._next_end(reader, start, reader.default_read_limit())
+        for index, split in enumerate(self.splits_of(reader, start, end)):
             try:
                 pickle.dumps(split)
             except Exception as error:
                 pytest.fail(
-                    f"split {index} of plan({show(start)}, {show(end)}) cannot be pickled "
-                    f"({type(error).__name__}: {error}): {split!r}"
+                    f"split {index} of partitions({show(start)}, {show(end)}) cannot be "
+                    f"pickled ({type(error).__name__}: {error}): {split!r}"
                 )
+        split_reader = self.split_reader_of(reader)
+        try:
+            pickle.dumps(split_reader)
+        except Exception as error:
+            pytest.fail(
+                f"split_reader() of {type(reader).__qualname__} cannot be pickled "
+                f"({type(error).__name__}: {error}): {split_reader!r}"
+            )
 
     def test_replay_reads_the_same_rows(self) -> None:
-        cls = self._connector_class()
-        if not cls.replayable:
-            pytest.skip(f"{cls.__qualname__} declares replayable = False")
+        if not self._capabilities().replayable:
+            pytest.skip(f"{self._connector_class().__qualname__} declares replayable=False")
         first = self.build()
         start = first.initial_offset()
         end = self._next_end(first, start, first.default_read_limit())
@@ -277,17 +401,18 @@ class SourceContract(ContractBase):
         assert not difference, difference
 
     def test_available_now_reaches_a_pinned_target(self) -> None:
-        cls = self._connector_class()
-        if not cls.supports_available_now:
-            pytest.skip(f"{cls.__qualname__} declares supports_available_now = False")
-        source = self.build()
-        start = source.initial_offset()
-        self.produce(source)
-        source.prepare_available_now()
-        limit = source.default_read_limit()
+        if not self._capabilities().available_now:
+            pytest.skip(
+                f"{self._connector_class().__qualname__} declares available_now=False"
+            )
+        reader = self.build()
+        start = reader.initial_offset()
+        self.produce(reader)
+        reader.prepare_available_now()
+        limit = reader.default_read_limit()
         offset, batches = start, 0
         while True:
-            end = source.latest_offset(offset, limit)
+            end = reader.latest_offset(offset, limit)
             if end == offset:
                 break
             batches += 1
@@ -296,10 +421,10 @@ class SourceContract(ContractBase):
                 f"{_MAX_AVAILABLE_NOW_BATCHES} batches (now at {show(end)}): the target must be "
                 "pinned"
             )
-            self.read_range(source, offset, end)
+            self.read_range(reader, offset, end)
             offset = end
-        self.produce(source)
-        after = source.latest_offset(offset, limit)
+        self.produce(reader)
+        after = reader.latest_offset(offset, limit)
         assert after == offset, (
             f"the available-now run reached {show(offset)}, then data produced afterwards moved "
             f"latest_offset to {show(after)}: the target pinned by prepare_available_now() "
@@ -321,11 +446,11 @@ class SourceContract(ContractBase):
         unused = self.build()
         unused.stop()
         unused.stop()
-        source = self.build()
-        start = source.initial_offset()
-        self._next_end(source, start, source.default_read_limit())
-        source.stop()
-        source.stop()
+        reader = self.build()
+        start = reader.initial_offset()
+        self._next_end(reader, start, reader.default_read_limit())
+        reader.stop()
+        reader.stop()
 
 
 def _assert_json_offset(offset: Any, what: str) -> None:

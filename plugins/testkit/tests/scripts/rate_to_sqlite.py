@@ -19,7 +19,6 @@ from typing import Any
 import pyarrow as pa
 
 import microbatch as mb
-from microbatch_foreachbatch import BatchLedger
 from microbatch_testkit import crash
 
 ROWS_PER_BATCH = 10
@@ -38,7 +37,7 @@ def main(checkpoint: str, database: str, last_batch: int) -> None:
         with closing(sqlite3.connect(database)) as connection:
             connection.execute("CREATE TABLE IF NOT EXISTS numbers (value INTEGER NOT NULL)")
             connection.commit()
-            BatchLedger(connection, key="rate-to-sqlite").apply_once(batch_id, insert)
+            mb.BatchLedger(connection, key="rate-to-sqlite").apply_once(batch_id, insert)
 
     session = mb.Session()
     crash.arm(session, mid_sink_in_script=True)

@@ -1,26 +1,50 @@
-"""``BatchLedger``: exactly-once writes from ``foreach_batch`` into a transactional database.
+"""``BatchLedger``: exactly-once writes into a transactional database, for any sink.
 
-The engine replays a batch, with the same id and the same rows, when the query stopped after
-the batch started but before it was committed. To apply each batch exactly once, a
-``foreach_batch`` function writes the batch's rows **and** a ledger row for its batch id in one
-transaction of the target database: either both commit or neither does, and a replayed batch
-finds its ledger row and is skipped::
+The engine re-runs a batch, with the same id and the same rows, when the query stopped after
+the batch started but before its commit-log entry was written (a crash, a kill, a retry after
+a :class:`~microbatch.errors.RetriableError`). A database sink applies each batch exactly once
+by writing the batch's rows **and** a ledger row "batch N of query Q applied" in **one
+transaction** of the target database: both commit or neither does, so no crash can fall between
+them, and a replayed batch finds its ledger row and is skipped.
 
-    def write(batch: pyarrow.Table, batch_id: int) -> None:
-        with closing(sqlite3.connect("shop.db")) as connection:
-            ledger = BatchLedger(connection, key="orders-to-db")
-            ledger.apply_once(batch_id, lambda c: c.executemany(INSERT, batch_rows(batch)))
+The idempotency key is the query id (``WriteContext.query_id``): it is written in the
+checkpoint when the query first starts and is the same on every restart from that checkpoint,
+while batch ids count from 0 again only with a new checkpoint, which also gets a new query id.
+:meth:`BatchLedger.for_query` uses it.
+
+A sink of your own (here a SQLite table written by a :class:`~microbatch.BatchWriter`)::
+
+    import sqlite3
+    from contextlib import closing
+
+    import microbatch as mb
+
+    class SqliteWriter(mb.BatchWriter):
+        def __init__(self, path: str, context: mb.WriteContext) -> None:
+            super().__init__(context)
+            self.path = path
+
+        def add_batch(self, table, batch_id: int) -> None:
+            rows = [(row["id"], row["name"]) for row in table.to_pylist()]
+            with closing(sqlite3.connect(self.path)) as connection:
+                ledger = mb.BatchLedger.for_query(connection, self.context)
+                ledger.apply_once(  # False, and nothing written, for a replayed batch
+                    batch_id,
+                    lambda c: c.executemany("INSERT INTO people VALUES (?, ?)", rows),
+                )
+
+Inside a ``foreach_batch`` function, ``BatchLedger.for_query(connection)`` keys the ledger by
+the running query, or ``BatchLedger(connection, key="orders-to-db")`` by a key of your own.
 
 The ledger is the table ``microbatch_ledger(query_key, batch_id, applied_at)`` with the primary
 key ``(query_key, batch_id)``, created when missing. It works with any DB-API 2.0 connection
 whose driver supports that DDL (sqlite3, psycopg, psycopg2); the parameter style is read from
 the driver module's ``paramstyle``.
 
-Batch ids restart from 0 with a new checkpoint: give the query a ``checkpointLocation`` and use
-a ``key`` of its own for each checkpoint (or :meth:`BatchLedger.reset` the key when the
-checkpoint is deleted), or new batches would be taken for applied ones and skipped. A ledger
-used inside the function of a query that has no ``checkpointLocation`` (a temporary checkpoint,
-new on every start) therefore raises ``ConfigurationError`` instead of skipping rows.
+A query without a ``checkpointLocation`` runs on a temporary checkpoint, new on every start:
+its batch ids start again at 0 and nothing it did survives a restart, so a ledger used for it
+(through ``for_query(connection, context)`` or inside its ``foreach_batch`` function) raises
+``ConfigurationError`` instead of taking new batches for applied ones.
 """
 
 from __future__ import annotations
@@ -33,31 +57,34 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from microbatch.connector import SinkContext
-from microbatch.errors import ConfigurationError
+from .connector import WriteContext
+from .errors import ConfigurationError
 
-__all__ = ["LEDGER_TABLE", "BatchLedger", "detect_paramstyle", "sink_call"]
+__all__ = ["LEDGER_TABLE", "BatchLedger", "detect_paramstyle", "query_scope"]
 
-_SINK: contextvars.ContextVar[SinkContext | None] = contextvars.ContextVar(
-    "microbatch_ledger_sink", default=None
+LEDGER_TABLE = "microbatch_ledger"
+"""The default name of the ledger table."""
+
+_RUNNING: contextvars.ContextVar[WriteContext | None] = contextvars.ContextVar(
+    "microbatch_ledger_query", default=None
 )
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+_PARAMSTYLES = ("qmark", "numeric", "named", "format", "pyformat")
 
 
 @contextlib.contextmanager
-def sink_call(context: SinkContext) -> Iterator[None]:
-    """Run the block as a call of the user function of the sink built with ``context`` (the
-    ``foreachBatch`` sink wraps each call in it), so that a :class:`BatchLedger` used inside
-    can check that the query's batch ids survive a restart."""
-    token = _SINK.set(context)
+def query_scope(context: WriteContext) -> Iterator[None]:
+    """Run the block on behalf of the query writing with ``context``.
+
+    A sink that calls user code with a batch (``foreach_batch`` does) wraps the call in it, so
+    that a :class:`BatchLedger` made or used inside finds the query's id
+    (:meth:`BatchLedger.for_query` without a context) and refuses a temporary checkpoint.
+    """
+    token = _RUNNING.set(context)
     try:
         yield
     finally:
-        _SINK.reset(token)
-
-
-LEDGER_TABLE = "microbatch_ledger"
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
-_PARAMSTYLES = ("qmark", "numeric", "named", "format", "pyformat")
+        _RUNNING.reset(token)
 
 
 class BatchLedger:
@@ -65,11 +92,12 @@ class BatchLedger:
 
     ``connection`` is a DB-API 2.0 connection that is not in autocommit mode; the ledger uses
     it from one thread at a time, like the connection itself. ``key`` names the stream being
-    applied (one per query and checkpoint). ``table`` may be schema-qualified
-    (``"etl.microbatch_ledger"``). ``paramstyle`` overrides the driver module's ``paramstyle``
-    (needed for connection wrappers that are not the driver's own class). With
-    ``create_table=True`` the constructor creates the table when missing and commits: build the
-    ledger before opening a transaction of your own.
+    applied: the query id (see :meth:`for_query`), or a name of your own for each query and
+    checkpoint. ``table`` may be schema-qualified (``"etl.microbatch_ledger"``).
+    ``paramstyle`` overrides the driver module's ``paramstyle`` (needed for connection
+    wrappers that are not the driver's own class). With ``create_table=True`` the constructor
+    creates the table when missing and commits: build the ledger before opening a transaction
+    of your own.
     """
 
     def __init__(
@@ -89,6 +117,7 @@ class BatchLedger:
                 "(letters, digits and underscores, optionally 'schema.table')"
             )
         self.key = key
+        self._context: WriteContext | None = None
         self._require_checkpoint()
         self.connection = connection
         self.table = table
@@ -106,6 +135,40 @@ class BatchLedger:
                 "PRIMARY KEY (query_key, batch_id))"
             )
             connection.commit()
+
+    @classmethod
+    def for_query(
+        cls,
+        connection: Any,
+        context: WriteContext | None = None,
+        *,
+        table: str = LEDGER_TABLE,
+        paramstyle: str | None = None,
+        create_table: bool = True,
+    ) -> BatchLedger:
+        """The ledger of one query, keyed by its query id (stable across restarts of one
+        checkpoint).
+
+        A sink's stream writer passes the ``WriteContext`` it was given; code running inside a
+        ``foreach_batch`` function passes none and gets the running query's. Raises
+        ``ConfigurationError`` outside a query, or for a query without a checkpoint location.
+        """
+        found = context if context is not None else _RUNNING.get()
+        if found is None or not found.query_id:
+            raise ConfigurationError(
+                "BatchLedger.for_query needs the query's WriteContext: pass the one the sink's "
+                "stream writer was given, or call it inside a foreach_batch function"
+            )
+        _refuse_temporary(found, f"BatchLedger.for_query (query id {found.query_id})")
+        ledger = cls(
+            connection,
+            found.query_id,
+            table=table,
+            paramstyle=paramstyle,
+            create_table=create_table,
+        )
+        ledger._context = found
+        return ledger
 
     def __repr__(self) -> str:
         return f"BatchLedger(key={self.key!r}, table={self.table!r})"
@@ -133,9 +196,10 @@ class BatchLedger:
     def mark_applied(self, batch_id: int) -> None:
         """Record batch ``batch_id`` as applied, inside the caller's open transaction.
 
-        Does not commit: commit it together with the batch's own writes. Marking a batch id
-        twice violates the table's primary key (the driver's ``IntegrityError``), which is what
-        stops two concurrent writers from both applying a batch.
+        Does not commit: commit it together with the batch's own writes (check
+        :meth:`is_applied` first, in the same transaction). Marking a batch id twice violates
+        the table's primary key (the driver's ``IntegrityError``), which is what stops two
+        concurrent writers from both applying a batch.
         """
         applied_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         self._execute(
@@ -190,19 +254,11 @@ class BatchLedger:
         self.connection.commit()
 
     def _require_checkpoint(self) -> None:
-        """Refuse use inside a query whose checkpoint is temporary: its batch ids restart at 0
-        on every start, so new batches would be taken for applied ones and skipped."""
-        context = _SINK.get()
-        if context is None or not context.checkpoint_is_temporary:
-            return
-        query = f" {context.query_name!r}" if context.query_name else ""
-        raise ConfigurationError(
-            f"BatchLedger(key={self.key!r}) is used by query{query}, which has no "
-            "checkpointLocation: its batch ids start again at 0 on every start, so the ledger "
-            "would take new batches for applied ones and skip their rows. Give the query a "
-            'checkpointLocation (.option("checkpointLocation", ...) or the session conf '
-            "checkpointLocation), with a ledger key of its own."
-        )
+        """Refuse use for a query whose checkpoint is temporary: its batch ids restart at 0 on
+        every start, so new batches would be taken for applied ones and skipped."""
+        context = self._context if self._context is not None else _RUNNING.get()
+        if context is not None:
+            _refuse_temporary(context, f"BatchLedger(key={self.key!r})")
 
     def _require_transactions(self) -> None:
         autocommit = getattr(self.connection, "autocommit", None) is True
@@ -237,6 +293,18 @@ class BatchLedger:
             return list(cursor.fetchall()) if fetch else []
         finally:
             cursor.close()
+
+
+def _refuse_temporary(context: WriteContext, what: str) -> None:
+    if not context.checkpoint_is_temporary:
+        return
+    query = f" {context.query_name!r}" if context.query_name else ""
+    raise ConfigurationError(
+        f"{what} is used by query{query}, which has no checkpointLocation: its batch ids start "
+        "again at 0 on every start, so the ledger would take new batches for applied ones and "
+        'skip their rows. Give the query a checkpointLocation (.option("checkpointLocation", '
+        "...) or the session conf checkpointLocation), with a ledger key of its own."
+    )
 
 
 def detect_paramstyle(connection: Any) -> str:

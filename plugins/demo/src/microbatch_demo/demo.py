@@ -1,4 +1,4 @@
-"""``microbatch demo``: JSON event files stream into a parquet table while you watch.
+"""``microbatch demo`` (or ``microbatch-demo``): JSON event files stream into a parquet table while you watch.
 
 A generator drops files of sensor events into a local folder (written under a temporary name,
 then renamed, as a well-behaved producer does). A query reads them with the ``json`` file
@@ -23,9 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .errors import MicrobatchError
-from .query import StreamingQuery
-from .session import Session
+from microbatch import MicrobatchError, Session, StreamingQuery
 
 __all__ = ["EVENT_SCHEMA", "EventFileWriter", "run_demo", "start_pipeline"]
 

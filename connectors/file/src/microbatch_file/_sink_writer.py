@@ -1,0 +1,235 @@
+"""The two halves of a file sink's run: :class:`FilePartWriter` and :class:`FileStreamWriter`.
+
+``FilePartWriter.write`` streams one part of a batch into part files named with the batch id
+and part index (``part-00007-00001-<uuid>.c000.snappy.parquet``), under Hive-style
+``key=value/`` folders when the query is partitioned, and returns them in a
+:class:`FileCommitMessage`. It pickles (it holds the filesystem, the folder, the format and
+the limits) and opens its own files, so a part may be written in another process.
+``FileStreamWriter.commit`` then records the batch's files in the manifest: a file becomes
+part of the output only when that entry exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+
+import microbatch as mb
+from microbatch.errors import MicrobatchError, SinkError
+
+from ._retriable import is_transient, retriable
+from ._writer_files import OutputFolder, WriterLimits
+from ._writer_files import PartWriter as _FilesOfPart
+from ._writer_formats import FileFormat
+from .manifest import Manifest
+from .sink_partitions import PartitionValueTooLongError
+
+__all__ = ["FileCommitMessage", "FilePartWriter", "FileStreamWriter"]
+
+log = logging.getLogger("microbatch_file.sink")
+
+
+@dataclass(frozen=True)
+class FileCommitMessage(mb.CommitMessage):
+    """What one ``write`` returns: the files it wrote (``path`` relative to the output folder,
+    ``size`` in bytes, ``rows``, rendered ``partition`` values). ``skipped`` when the batch was
+    already committed and nothing was written."""
+
+    batch_id: int
+    part: int
+    files: tuple[dict[str, Any], ...] = ()
+    skipped: bool = False
+
+
+def check_owner(owner_label: str, batch_id: int, entry: dict[str, Any], mine: str) -> None:
+    """Refuse a batch of the folder that another query committed."""
+    owner = entry.get("queryId")
+    if owner and mine and owner != mine:
+        raise SinkError(
+            f"{owner_label}: batch {batch_id} in this folder was written by another "
+            f"query (id {owner}), not by this one (id {mine}). Two queries (or a query whose "
+            "checkpoint was replaced) cannot share an output folder: write to a new folder, "
+            "or delete this one to start over."
+        )
+
+
+@dataclass
+class FilePartWriter(mb.PartWriter):
+    """Writes the parts of a batch into the output folder ``root`` on ``fs``.
+
+    A replayed batch that the manifest already holds writes nothing (and reads nothing). The
+    answer is kept per batch id for the parts this object writes; a pickled copy asks again.
+    """
+
+    fs: fsspec.AbstractFileSystem
+    root: str
+    file_format: FileFormat
+    limits: WriterLimits
+    partition_by: tuple[str, ...]
+    fsync: bool
+    owner: str
+    """Names the sink in errors and logs."""
+    _committed: dict[int, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_committed"] = {}
+        return state
+
+    def write(self, data: pa.RecordBatchReader, part: mb.PartContext) -> FileCommitMessage:
+        batch_id, index = part.batch_id, part.part_index
+        try:
+            if self._is_committed(batch_id, part.query_id):
+                return FileCommitMessage(batch_id, index, skipped=True)
+            files = _FilesOfPart(
+                folder=OutputFolder(self.fs, self.root, fsync=self.fsync),
+                file_format=self.file_format,
+                limits=self.limits,
+                batch_id=batch_id,
+                part=index,
+                partition_by=self.partition_by,
+            ).write_all(data)
+        except PartitionValueTooLongError as error:
+            raise SinkError(f"{self.owner}: batch {batch_id} cannot be written: {error}") from None
+        except MicrobatchError:
+            raise
+        except OSError as error:
+            what = f"{self.owner}: writing part {index} of batch {batch_id}"
+            if is_transient(error):
+                raise retriable(error, what) from error
+            raise SinkError(
+                f"{self.owner} failed to write part {index} of batch {batch_id}: {error}"
+            ) from error
+        except Exception as error:
+            if is_transient(error):
+                raise retriable(
+                    error, f"{self.owner}: writing part {index} of batch {batch_id}"
+                ) from error
+            raise
+        return FileCommitMessage(batch_id, index, tuple(files))
+
+    def _is_committed(self, batch_id: int, query_id: str) -> bool:
+        known = self._committed.get(batch_id)
+        if known is None:
+            entry = Manifest(self.fs, self.root).entry(batch_id)
+            if entry is not None:
+                check_owner(self.owner, batch_id, entry, query_id)
+            known = self._committed[batch_id] = entry is not None
+        return known
+
+
+class FileStreamWriter(mb.StreamWriter):
+    """Commits the batches of one run into the manifest of the output folder.
+
+    Opening it deletes temporary files of manifest writes a crash cut short, and checks that
+    the manifest is whole and agrees with the checkpoint's commit log.
+    """
+
+    def __init__(
+        self,
+        *,
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+        file_format: FileFormat,
+        limits: WriterLimits,
+        context: mb.WriteContext,
+        owner: str,
+    ) -> None:
+        self.fs = fs
+        self.root = root
+        self.file_format = file_format
+        self.limits = limits
+        self.context = context
+        self.owner = owner
+        self.partition_by = tuple(context.partition_by)
+        self.fsync = bool(context.state is not None and context.state.fsync)
+        self.manifest = Manifest(fs, root, fsync=self.fsync)
+        swept = self.manifest.sweep_temporary()
+        if swept:
+            log.info(
+                "%s: deleted %d temporary file(s) of manifest writes interrupted by a crash",
+                owner,
+                swept,
+            )
+        # the log must be whole and agree with the checkpoint's commit log (None: new query)
+        self.manifest.verify(context.last_committed_batch_id)
+        self.folder = OutputFolder(fs, root, fsync=self.fsync)
+        self._swept = False
+
+    def part_writer(self) -> FilePartWriter:
+        return FilePartWriter(
+            fs=self.fs,
+            root=self.root,
+            file_format=self.file_format,
+            limits=self.limits,
+            partition_by=self.partition_by,
+            fsync=self.fsync,
+            owner=self.owner,
+        )
+
+    def commit(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
+        written = [f for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
+        try:
+            self._commit(batch_id, written)
+        except MicrobatchError:
+            raise
+        except Exception as error:
+            if is_transient(error):
+                raise retriable(error, f"{self.owner}: committing batch {batch_id}") from error
+            raise
+
+    def _commit(self, batch_id: int, written: list[dict[str, Any]]) -> None:
+        entry = self.manifest.entry(batch_id)
+        if entry is not None:
+            check_owner(self.owner, batch_id, entry, self.context.query_id)
+            log.info("%s: batch %d is already committed; skipping it", self.owner, batch_id)
+            listed = {f["path"] for f in entry["files"]}
+            self._delete([f["path"] for f in written if f["path"] not in listed])
+            self._sweep(batch_id, listed)
+            return
+        self._sweep(batch_id, {f["path"] for f in written})
+        if not self.manifest.commit(batch_id, written, query_id=self.context.query_id or None):
+            self._delete([f["path"] for f in written])
+            raise SinkError(
+                f"{self.owner}: batch {batch_id} was committed by another writer while this "
+                "query wrote it; only one query may write to an output folder"
+            )
+
+    def abort(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
+        if self.manifest.has_batch(batch_id):
+            return
+        self._delete(
+            [f["path"] for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
+        )
+
+    def stop(self) -> None:
+        """Nothing to release: every file is closed by the ``write`` that opened it."""
+
+    # -- internals ------------------------------------------------------------------------
+    def _sweep(self, batch_id: int, keep: set[str]) -> None:
+        """Once per run, on its first commit: delete files of ``batch_id`` that a crashed
+        attempt left behind (they are not in ``keep``)."""
+        if self._swept:
+            return
+        self._swept = True
+        leftovers = [p for p in self.folder.data_files(batch_id) if p not in keep]
+        if leftovers:
+            log.info(
+                "%s: deleting %d file(s) left by an earlier attempt of batch %d",
+                self.owner,
+                len(leftovers),
+                batch_id,
+            )
+            self._delete(leftovers)
+
+    def _delete(self, paths: list[str]) -> None:
+        for relative in paths:
+            try:
+                self.folder.delete(relative)
+            except OSError:
+                log.warning("%s: could not delete %s", self.owner, relative, exc_info=True)

@@ -1,8 +1,8 @@
 """Per-batch engine overhead: rate-micro-batch into a no-op foreach_batch.
 
 Runs, in one process and one run:
-- a baseline loop that does the same work without the engine (the source plans and reads each
-  batch, the function receives the table), and
+- a baseline loop that does the same work without the engine (the source's stream reader plans
+  each batch, its split reader reads the splits, the function receives the table), and
 - the real query (checkpoint on local disk: an offset and a commit entry per batch).
 
 The difference per batch is the engine's overhead (checkpoint writes, planning, progress).
@@ -24,35 +24,36 @@ from typing import Any
 import pyarrow as pa
 
 import microbatch as mb
-from microbatch.connector import ReadAllAvailable
 
 WORK_DIR = "."
 
 
 def baseline(session: mb.Session, rows: int, batches: int) -> float:
     """Seconds per batch of the same work without the engine."""
-    reader = session.read_stream.format("rate-micro-batch").option("rowsPerBatch", rows).load()
-    source = reader.source_spec.build(session, streaming=True)
+    frame = session.read_stream.format("rate-micro-batch").option("rowsPerBatch", rows).load()
+    spec = frame.source_spec
+    reader = spec.stream_reader(streaming=True)
     sink_calls = 0
 
     def function(table: pa.Table, batch_id: int) -> None:
         nonlocal sink_calls
         sink_calls += 1
 
-    start = source.initial_offset()
+    start = reader.initial_offset()
+    limit = reader.default_read_limit()
     began = time.perf_counter()
     for batch_id in range(batches):
-        end = source.latest_offset(start, source.default_read_limit())
+        end = reader.latest_offset(start, limit)
+        split_reader = reader.split_reader()
         tables = [
-            pa.Table.from_batches(list(source.read(split)), schema=source.schema)
-            for split in source.plan(start, end)
+            pa.Table.from_batches(list(split_reader.read(split)), schema=spec.schema)
+            for split in reader.partitions(start, end)
         ]
         function(pa.concat_tables(tables), batch_id)
         start = end
     elapsed = time.perf_counter() - began
-    source.stop()
+    reader.stop()
     assert sink_calls == batches
-    assert ReadAllAvailable is not None
     return elapsed / batches
 
 

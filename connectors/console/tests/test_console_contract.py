@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import OutputMode, Sink, StateStore
+from microbatch import Sink, StreamWriter
 from microbatch_console import ConsoleSink
 from microbatch_testkit import SinkContract, data
 
@@ -41,19 +41,10 @@ class TestConsoleSinkContract(SinkContract):
     def make_options(self) -> dict[str, Any]:
         return {"numRows": 50, "truncate": "false"}
 
-    def build(
-        self,
-        *,
-        state: StateStore | None = None,
-        options: dict[str, Any] | None = None,
-        output_mode: OutputMode | None = None,
-        partition_by: tuple[str, ...] = (),
-    ) -> Sink:
-        sink = super().build(
-            state=state, options=options, output_mode=output_mode, partition_by=partition_by
-        )
+    def build_sink(self, *, options: dict[str, Any] | None = None) -> Sink:
+        sink = super().build_sink(options=options)
         assert isinstance(sink, ConsoleSink)
-        sink.stream = self.output
+        sink.stream = self.output  # the writers made from it print here
         return sink
 
     def input_schema(self) -> pa.Schema:
@@ -62,7 +53,7 @@ class TestConsoleSinkContract(SinkContract):
     def input_batches(self) -> list[pa.RecordBatch]:
         return data.simple_batches()
 
-    def read_back(self, sink: Sink) -> pa.Table:
+    def read_back(self, writer: StreamWriter) -> pa.Table:
         rows = [row for _, batch in parse_console(self.output.getvalue()) for row in batch]
         return pa.Table.from_pylist(rows, schema=_TEXT_SCHEMA)
 

@@ -26,7 +26,7 @@ def make_sink(function: Any, mode: OutputMode = OutputMode.APPEND) -> ForeachBat
     return make_connector(function).stream_writer(WriteContext(schema=SCHEMA, output_mode=mode))
 
 
-def write(
+def write_part(
     sink: ForeachBatchWriter, batch_id: int, data: pa.RecordBatchReader, index: int = 0
 ) -> Any:
     """Write one part of a batch as the engine does."""
@@ -58,10 +58,10 @@ def test_declared_capabilities() -> None:
 def test_function_gets_the_whole_batch_once_with_its_id() -> None:
     recorder = Recorder()
     sink = make_sink(recorder)
-    messages = [write(sink, 0, part(1, 2)), write(sink, 0, part(3), 1)]
+    messages = [write_part(sink, 0, part(1, 2)), write_part(sink, 0, part(3), 1)]
     assert recorder.calls == []  # nothing happens before the batch commits
     sink.commit(messages, 0)
-    sink.commit([write(sink, 1, part(4))], 1)
+    sink.commit([write_part(sink, 1, part(4))], 1)
     assert recorder.calls == [([1, 2, 3], 0, int), ([4], 1, int)]
 
 
@@ -71,7 +71,7 @@ def test_parts_written_in_parallel_arrive_in_split_order() -> None:
     messages: list[Any] = [None] * 6
 
     def write(index: int) -> None:
-        messages[index] = write(sink, 7, part(*range(index * 10, index * 10 + 10)), index)
+        messages[index] = write_part(sink, 7, part(*range(index * 10, index * 10 + 10)), index)
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(6)]
     for thread in threads:
@@ -85,7 +85,7 @@ def test_parts_written_in_parallel_arrive_in_split_order() -> None:
 def test_an_executed_batch_without_rows_calls_the_function_with_an_empty_table() -> None:
     seen: list[pa.Table] = []
     sink = make_sink(lambda batch, batch_id: seen.append(batch))
-    sink.commit([write(sink, 0, pa.RecordBatchReader.from_batches(SCHEMA, []))], 0)
+    sink.commit([write_part(sink, 0, pa.RecordBatchReader.from_batches(SCHEMA, []))], 0)
     sink.commit([], 1)
     assert [table.num_rows for table in seen] == [0, 0]
     assert all(table.schema.equals(SCHEMA) for table in seen)
@@ -94,8 +94,8 @@ def test_an_executed_batch_without_rows_calls_the_function_with_an_empty_table()
 def test_a_replayed_batch_calls_the_function_again() -> None:
     recorder = Recorder()
     sink = make_sink(recorder)
-    sink.commit([write(sink, 3, part(1))], 3)
-    sink.commit([write(sink, 3, part(1))], 3)
+    sink.commit([write_part(sink, 3, part(1))], 3)
+    sink.commit([write_part(sink, 3, part(1))], 3)
     assert recorder.calls == [([1], 3, int), ([1], 3, int)]
 
 
@@ -109,7 +109,7 @@ def test_the_user_error_propagates_unchanged() -> None:
         raise failure
 
     sink = make_sink(fail)
-    message = write(sink, 0, part(1))
+    message = write_part(sink, 0, part(1))
     with pytest.raises(Boom) as caught:
         sink.commit([message], 0)
     assert caught.value is failure
@@ -119,7 +119,7 @@ def test_the_user_error_propagates_unchanged() -> None:
 def test_every_output_mode_is_accepted(mode: OutputMode) -> None:
     recorder = Recorder()
     sink = make_sink(recorder, mode)
-    sink.commit([write(sink, 0, part(5))], 0)
+    sink.commit([write_part(sink, 0, part(5))], 0)
     assert recorder.calls == [([5], 0, int)]
 
 

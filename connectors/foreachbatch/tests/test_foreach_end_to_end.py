@@ -14,9 +14,8 @@ import pyarrow as pa
 import pytest
 
 import microbatch as mb
-from microbatch import ConfigurationError
+from microbatch import BatchLedger, ConfigurationError
 from microbatch.errors import StreamingQueryException
-from microbatch_foreachbatch import BatchLedger
 
 pytest.importorskip("microbatch_rate")
 

@@ -9,23 +9,26 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pytest
 
-from microbatch import ConfigurationError, Guarantee, OutputMode, SinkContext
-from microbatch.connector import part_scope
+from microbatch import ConfigurationError, Guarantee, OutputMode, PartContext, WriteContext
 from microbatch.errors import OptionError
-from microbatch_foreachbatch import ForeachSink
+from microbatch_foreachbatch import ForeachSink, ForeachWriter, RowsProcessed
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
 
-def make_sink(writer: Any) -> ForeachSink:
+def make_connector(writer: Any) -> ForeachSink:
     options = ForeachSink.options.parse({"writer": writer}, connector="foreach")
-    return ForeachSink(SinkContext(options=options, schema=SCHEMA))
+    return ForeachSink(options)
 
 
-def write(sink: ForeachSink, batch_id: int, index: int, reader: pa.RecordBatchReader) -> Any:
-    """Write one split as the engine does: with its index as the current part."""
-    with part_scope(index):
-        return sink.write(batch_id, reader)
+def make_sink(writer: Any) -> ForeachWriter:
+    """The stream writer of one query run, as ``start()`` makes it."""
+    return make_connector(writer).stream_writer(WriteContext(schema=SCHEMA))
+
+
+def write(sink: ForeachWriter, batch_id: int, index: int, reader: pa.RecordBatchReader) -> Any:
+    """Write one split as the engine does: with its index in the part context."""
+    return sink.part_writer().write(reader, PartContext(batch_id, index, index + 1))
 
 
 def part(*ids: int) -> pa.RecordBatchReader:
@@ -67,26 +70,27 @@ def events() -> list[tuple[Any, ...]]:
 
 
 def test_declared_capabilities() -> None:
+    capabilities = ForeachSink.capabilities
     assert ForeachSink.format_name == "foreach"
-    assert ForeachSink.output_modes == set(OutputMode)
-    assert ForeachSink.guarantee is Guarantee.AT_LEAST_ONCE
-    assert ForeachSink.needs_checkpoint is False
+    assert capabilities.output_modes == set(OutputMode)
+    assert capabilities.guarantee is Guarantee.AT_LEAST_ONCE
+    assert capabilities.needs_checkpoint is False
 
 
 def test_function_is_called_with_every_row_as_a_dict() -> None:
     seen: list[dict[str, Any]] = []
     sink = make_sink(seen.append)
-    assert sink.write(0, part(1, 2)) == 2
-    assert sink.write(0, part(3)) == 1
-    sink.commit(0, [2, 1])
+    messages = [write(sink, 0, 0, part(1, 2)), write(sink, 0, 1, part(3))]
+    assert messages == [RowsProcessed(2), RowsProcessed(1)]
+    sink.commit(messages, 0)
     assert seen == [{"id": 1, "name": "n1"}, {"id": 2, "name": "n2"}, {"id": 3, "name": "n3"}]
 
 
 def test_open_process_close_per_partition_with_the_batch_id(events: list[Any]) -> None:
     sink = make_sink(EventWriter())
     messages = [write(sink, 5, 0, part(1, 2)), write(sink, 5, 1, part(3))]
-    sink.commit(5, messages)
-    assert messages == [2, 1]
+    sink.commit(messages, 5)
+    assert messages == [RowsProcessed(2), RowsProcessed(1)]
     assert events == [
         ("open", 0, 5),
         ("process", 0, {"id": 1, "name": "n1"}),
@@ -102,7 +106,7 @@ def test_partition_ids_restart_with_each_batch(events: list[Any]) -> None:
     sink = make_sink(EventWriter())
     for batch_id in (0, 1):
         messages = [write(sink, batch_id, i, part(i)) for i in range(3)]
-        sink.commit(batch_id, messages)
+        sink.commit(messages, batch_id)
     opens = [event[1:] for event in events if event[0] == "open"]
     assert opens == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
 
@@ -110,8 +114,8 @@ def test_partition_ids_restart_with_each_batch(events: list[Any]) -> None:
 def test_an_aborted_batch_replays_with_the_same_partition_ids(events: list[Any]) -> None:
     sink = make_sink(EventWriter())
     messages = [write(sink, 2, 0, part(1)), write(sink, 2, 1, part(2))]
-    sink.abort(2, messages)
-    sink.commit(2, [write(sink, 2, 0, part(1)), write(sink, 2, 1, part(2))])
+    sink.abort(messages, 2)
+    sink.commit([write(sink, 2, 0, part(1)), write(sink, 2, 1, part(2))], 2)
     opens = [event[1:] for event in events if event[0] == "open"]
     assert opens == [(0, 2), (1, 2), (0, 2), (1, 2)]
 
@@ -132,14 +136,14 @@ def test_parallel_splits_get_distinct_partition_ids(events: list[Any]) -> None:
 @pytest.mark.parametrize("accept", [False, None, 0])
 def test_falsy_open_skips_process_but_still_closes(events: list[Any], accept: Any) -> None:
     sink = make_sink(EventWriter(accept=accept))
-    assert sink.write(0, part(1, 2)) == 0
+    assert write(sink, 0, 0, part(1, 2)) == RowsProcessed(0)
     assert events == [("open", 0, 0), ("close", 0, None)]
 
 
 def test_process_error_is_passed_to_close_then_reraised(events: list[Any]) -> None:
     sink = make_sink(EventWriter(fail_on=2))
     with pytest.raises(ValueError, match="cannot store row 2") as caught:
-        sink.write(0, part(1, 2, 3))
+        write(sink, 0, 0, part(1, 2, 3))
     assert [event[0] for event in events] == ["open", "process", "close"]
     assert events[1][2]["id"] == 1  # row 3 was never processed
     assert events[2][2] is caught.value
@@ -160,7 +164,7 @@ def test_open_error_propagates_without_close() -> None:
 
     sink = make_sink(FailingOpen())
     with pytest.raises(ConnectionError, match="database unreachable"):
-        sink.write(0, part(1))
+        write(sink, 0, 0, part(1))
     assert closed == []
 
 
@@ -173,7 +177,7 @@ def test_close_error_after_success_propagates() -> None:
             raise OSError("flush failed")
 
     with pytest.raises(OSError, match="flush failed"):
-        make_sink(FailingClose()).write(0, part(1))
+        write(make_sink(FailingClose()), 0, 0, part(1))
 
 
 def test_process_only_writer_needs_no_open_or_close() -> None:
@@ -184,7 +188,7 @@ def test_process_only_writer_needs_no_open_or_close() -> None:
             self.rows.append(row["id"])
 
     sink = make_sink(ProcessOnly())
-    sink.write(0, part(1, 2))
+    write(sink, 0, 0, part(1, 2))
     assert ProcessOnly.rows == [1, 2]
 
 
@@ -203,8 +207,8 @@ def test_each_split_works_on_a_fresh_copy_of_the_writer() -> None:
 
     writer = Buffering()
     sink = make_sink(writer)
-    sink.write(0, part(1, 2))
-    sink.write(0, part(3))
+    write(sink, 0, 0, part(1, 2))
+    write(sink, 0, 0, part(3))
     assert Buffering.flushed == [[1, 2], [3]]  # no split saw another split's rows
     assert writer.buffer == []  # the user's object itself is untouched
 
@@ -222,8 +226,8 @@ def test_a_writer_that_cannot_be_copied_is_shared(caplog: pytest.LogCaptureFixtu
     writer = Locked()
     sink = make_sink(writer)
     with caplog.at_level(logging.WARNING, logger="microbatch_foreachbatch.foreach"):
-        sink.write(0, part(1))
-        sink.write(0, part(2))
+        write(sink, 0, 0, part(1))
+        write(sink, 0, 0, part(2))
     assert writer.rows == [1, 2]
     warnings = [r for r in caplog.records if "cannot be copied" in r.getMessage()]
     assert len(warnings) == 1  # said once, not per split
@@ -238,7 +242,7 @@ def test_a_callable_object_is_used_as_a_function() -> None:
             self.rows.append(row["id"])
 
     writer = Callable()
-    make_sink(writer).write(0, part(4, 5))
+    write(make_sink(writer), 0, 0, part(4, 5))
     assert writer.rows == [4, 5]
 
 
@@ -296,8 +300,8 @@ class CloseWrongArity:
 )
 def test_invalid_writers_are_rejected_at_construction(writer: Any, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
-        make_sink(writer)
+        make_connector(writer)
 
 
 def test_describe_names_the_writer() -> None:
-    assert make_sink(EventWriter()).describe() == "ForeachSink[EventWriter]"
+    assert make_connector(EventWriter()).describe() == "ForeachSink[EventWriter]"

@@ -13,8 +13,7 @@ import pyarrow as pa
 import pytest
 
 import microbatch as mb
-from microbatch import ConfigurationError
-from microbatch_foreachbatch import BatchLedger
+from microbatch import BatchLedger, ConfigurationError
 
 pytest.importorskip("microbatch_rate")
 

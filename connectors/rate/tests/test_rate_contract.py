@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from microbatch import Source
+from microbatch import StreamReader
 from microbatch_rate.rate import RateSource
 from microbatch_rate.rate_micro_batch import RateMicroBatchSource
 from microbatch_testkit import SourceContract
@@ -33,7 +33,7 @@ class TestRateContract(SourceContract):
     def make_options(self) -> dict[str, Any]:
         return {"rowsPerSecond": 7, "numPartitions": 2}
 
-    def produce(self, source: Source) -> None:
+    def produce(self, reader: StreamReader) -> None:
         self.clock.now += 3
 
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:

@@ -19,6 +19,7 @@ import pytest
 
 from microbatch import ReadAllAvailable, ReadContext, StateStore, StreamReader
 from microbatch_rate import RateMicroBatchSource, RateSource
+from microbatch_rate._arrays import SCHEMA
 
 START = 1_700_000_000.5
 
@@ -51,13 +52,13 @@ def read_elsewhere(
         pid, read = future.result(timeout=60)
         assert pid != os.getpid()
         batches += read
-    return pa.Table.from_batches(batches, schema=RateSource.schema(None)).sort_by("value")  # type: ignore[arg-type]
+    return pa.Table.from_batches(batches, schema=SCHEMA).sort_by("value")
 
 
 def read_here(reader: StreamReader, start: Any, end: Any) -> pa.Table:
     split_reader = reader.split_reader()
     batches = [b for split in reader.partitions(start, end) for b in split_reader.read(split)]
-    return pa.Table.from_batches(batches, schema=RateSource.schema(None)).sort_by("value")  # type: ignore[arg-type]
+    return pa.Table.from_batches(batches, schema=SCHEMA).sort_by("value")
 
 
 def test_rate_splits_read_in_a_spawned_process(

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from microbatch import Source
-from microbatch_socket import SocketSource
+from microbatch import StreamReader
+from microbatch_socket import SocketSource, SocketStreamReader
 from microbatch_testkit import SourceContract
 
 LINES_PER_PRODUCE = 5
@@ -66,14 +66,14 @@ class TestSocketSourceContract(SourceContract):
     def make_options(self) -> dict[str, Any]:
         return {"host": "127.0.0.1", "port": self.server.port, "includeTimestamp": True}
 
-    def produce(self, source: Source) -> None:
-        assert isinstance(source, SocketSource)
-        built = sum(isinstance(item, SocketSource) for item in self.built)
+    def produce(self, reader: StreamReader) -> None:
+        assert isinstance(reader, SocketStreamReader)
+        built = sum(isinstance(item, SocketStreamReader) for item in self.built)
         self.server.wait_for_connections(built)
-        before = source.buffered_lines
+        before = reader.buffered_lines
         self.server.send_lines(LINES_PER_PRODUCE)
         deadline = time.monotonic() + 5
-        while source.buffered_lines < before + LINES_PER_PRODUCE:
+        while reader.buffered_lines < before + LINES_PER_PRODUCE:
             assert time.monotonic() < deadline, "the socket source received nothing in 5 s"
             time.sleep(0.005)
 

@@ -152,7 +152,9 @@ def test_connection_refused_names_the_address() -> None:
         source.stream_reader(ReadContext(schema=source.schema()))
 
 
-def test_lines_become_rows_in_order(line_server: LineServer, sources: list[SocketStreamReader]) -> None:
+def test_lines_become_rows_in_order(
+    line_server: LineServer, sources: list[SocketStreamReader]
+) -> None:
     woken = threading.Event()
     source = open_source(line_server, wake=woken.set, numPartitions=4)
     sources.append(source)
@@ -201,7 +203,9 @@ def test_include_timestamp_stamps_the_arrival_time(
         assert before <= stamp <= after
 
 
-def test_read_limit_caps_the_batch(line_server: LineServer, sources: list[SocketStreamReader]) -> None:
+def test_read_limit_caps_the_batch(
+    line_server: LineServer, sources: list[SocketStreamReader]
+) -> None:
     source = open_source(line_server)
     sources.append(source)
     start = source.initial_offset()
@@ -312,3 +316,56 @@ def test_foreign_offsets_are_refused(
     sources.append(source)
     with pytest.raises(SourceError, match="not made by the socket source"):
         source.latest_offset(offset, ReadAllAvailable())
+
+
+def test_latest_offset_for_progress_is_where_the_lines_end(
+    line_server: LineServer, sources: list[SocketStreamReader]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    start = source.initial_offset()
+    assert source.report_latest_offset() is None
+    line_server.send(b"1\n2\n3\n4\n5\n")
+    wait_for_offset(source, start, 5)
+    assert source.latest_offset(start, ReadMaxRows(2)) == {"offset": 2}
+    assert source.report_latest_offset() == {"offset": 5}  # held back by the limit
+
+
+def test_lost_lines_are_counted_in_metrics(
+    line_server: LineServer, sources: list[SocketStreamReader]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    assert source.metrics() == {}
+    assert read_values(source, {"offset": 3}, {"offset": 5}) == []  # replayed after a restart
+    assert source.metrics() == {"linesLost": 2}
+    line_server.send(b"a\nb\n")
+    end = wait_for_offset(source, {"offset": 5}, 7)
+    source.commit({"offset": 6})
+    assert read_values(source, {"offset": 5}, end) == ["b"]  # "a" was dropped by the commit
+    assert source.metrics() == {"linesLost": 3}
+
+
+def test_splits_carry_their_lines_and_print_short(
+    line_server: LineServer, sources: list[SocketStreamReader]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    start = source.initial_offset()
+    line_server.send(b"x\ny\n")
+    end = wait_for_offset(source, start, 2)
+    (split,) = source.partitions(start, end)
+    assert split.lines == ("x", "y")
+    assert repr(split) == "SocketSplit(start=0, end=2, 2 lines)"
+    source.commit(end)
+    assert source.buffered_lines == 0
+    assert read_splits(source, [split])[0].column("value").to_pylist() == ["x", "y"]
+
+
+def test_foreign_splits_are_refused(
+    line_server: LineServer, sources: list[SocketStreamReader]
+) -> None:
+    source = open_source(line_server)
+    sources.append(source)
+    with pytest.raises(SourceError, match="not planned by the socket source"):
+        list(source.split_reader().read({"start": 0, "end": 1}))  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-SINKS = '''
+SINKS = """
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -16,52 +16,87 @@ import microbatch as mb
 from microbatch_testkit import SinkContract
 
 
-class ListSink(mb.BatchSink):
-    """Appends each committed batch to a list; remembers applied batch ids in its state."""
+class ListWriter(mb.BatchWriter):
+    def __init__(self, store, context):
+        super().__init__(context)
+        self.store = store
+
+    def add_batch(self, table, batch_id):
+        if self.context.state.exists(f"applied-{batch_id}"):
+            return
+        self.store.append(table)
+        self.context.state.write(f"applied-{batch_id}", True)
+
+
+class ListSink(mb.Sink):
+    \"\"\"Appends each committed batch to a list; remembers applied batch ids in its state.\"\"\"
 
     format_name = "list-sink"
     options = mb.OptionSpec(
         mb.Option(name="store", type="object", required=True, doc="The list to append to."),
     )
-    guarantee = mb.Guarantee.EXACTLY_ONCE
-    output_modes = frozenset({mb.OutputMode.APPEND, mb.OutputMode.UPDATE})
+    capabilities = mb.SinkCapabilities(
+        output_modes=frozenset({mb.OutputMode.APPEND, mb.OutputMode.UPDATE}),
+        guarantee=mb.Guarantee.EXACTLY_ONCE,
+    )
+    writer_class = ListWriter
 
-    def add_batch(self, batch_id, table):
-        if self.context.state.exists(f"applied-{batch_id}"):
-            return
-        self.opts.store.append(table)
-        self.context.state.write(f"applied-{batch_id}", True)
+    def stream_writer(self, context):
+        return self.writer_class(self.opts.store, context)
+
+
+class AppliesTwiceWriter(ListWriter):
+    def add_batch(self, table, batch_id):
+        self.store.append(table)
 
 
 class AppliesTwice(ListSink):
-    def add_batch(self, batch_id, table):
-        self.opts.store.append(table)
+    writer_class = AppliesTwiceWriter
 
 
 class HonestlyAtLeastOnce(AppliesTwice):
-    guarantee = mb.Guarantee.AT_LEAST_ONCE
+    capabilities = mb.SinkCapabilities(guarantee=mb.Guarantee.AT_LEAST_ONCE)
 
 
-class ShowsBeforeCommit(ListSink):
-    def write(self, batch_id, data):
-        table = data.read_all()
-        self.opts.store.append(table)
+class ShowsBeforeCommitPart(mb.PartWriter):
+    def __init__(self, store):
+        self.store = store
+
+    def write(self, data, part):
+        self.store.append(data.read_all())
         return None
 
-    def commit(self, batch_id, messages):
+
+class ShowsBeforeCommitWriter(ListWriter):
+    def part_writer(self):
+        return ShowsBeforeCommitPart(self.store)
+
+    def commit(self, messages, batch_id):
         pass
 
 
+class ShowsBeforeCommit(ListSink):
+    writer_class = ShowsBeforeCommitWriter
+
+
+class DropsNullsWriter(ListWriter):
+    def add_batch(self, table, batch_id):
+        super().add_batch(table.filter(pc.is_valid(table["text"])), batch_id)
+
+
 class DropsNulls(ListSink):
-    def add_batch(self, batch_id, table):
-        super().add_batch(batch_id, table.filter(pc.is_valid(table["text"])))
+    writer_class = DropsNullsWriter
+
+
+class ForgetsEmptyWriter(ListWriter):
+    def commit(self, messages, batch_id):
+        if not messages:
+            raise RuntimeError("nothing to commit")
+        super().commit(messages, batch_id)
 
 
 class ForgetsEmptyBatches(ListSink):
-    def commit(self, batch_id, messages):
-        if not messages:
-            raise RuntimeError("nothing to commit")
-        super().commit(batch_id, messages)
+    writer_class = ForgetsEmptyWriter
 
 
 class Suite(SinkContract):
@@ -72,8 +107,8 @@ class Suite(SinkContract):
             self.store = []
         return {"store": self.store}
 
-    def read_back(self, sink):
-        return pa.concat_tables(self.store) if self.store else sink.context.schema.empty_table()
+    def read_back(self, writer):
+        return pa.concat_tables(self.store) if self.store else self.input_schema().empty_table()
 
 
 class TestGood(Suite):
@@ -104,14 +139,14 @@ class TestReadBackMisordered(Suite):
     sink_class = ListSink
     ordered = True
 
-    def read_back(self, sink):
-        table = super().read_back(sink)
+    def read_back(self, writer):
+        table = super().read_back(writer)
         return table.take(pa.array(reversed(range(table.num_rows)), type=pa.int64()))
 
 
 class TestReadBackMisorderedAnyOrder(TestReadBackMisordered):
     ordered = False
-'''
+"""
 
 FAILED = re.compile(r"^FAILED \S+::(Test\w+)::(test_\w+)")
 
@@ -149,10 +184,10 @@ def test_correct_sink_passes_and_each_broken_one_fails_its_check(run: pytest.Run
 def test_failures_show_the_differing_rows(run: pytest.RunResult) -> None:
     text = "\n".join(run.outlines)
     assert (
-        "after a new instance re-ran write and commit of batch 0: expected 5 rows, received 10"
+        "after a new writer re-ran write and commit of batch 0: expected 5 rows, received 10"
         in text
     )
     assert "after batch 1 was written but not committed" in text
     assert "expected, not received (1):" in text
     assert "'id': 3, 'small': None, 'text': None" in text
-    assert "HonestlyAtLeastOnce declares guarantee = at-least-once" in text
+    assert "HonestlyAtLeastOnce declares guarantee=at-least-once" in text

@@ -53,9 +53,10 @@ def make_layout(opts: Options, location: SourceLocation) -> Layout:
     )
 
 
-def open_manifest(location: SourceLocation, clean_source: str) -> Any:
+def open_manifest(location: SourceLocation, clean_source: str = "OFF") -> Any:
     """The file sink's manifest when ``location`` is a sink's output folder, else None; a
-    ``ConfigurationError`` when ``cleanSource`` would then clean up the sink's files."""
+    ``ConfigurationError`` (when a query starts, as Spark) when ``clean_source`` would then
+    clean up the sink's files."""
     if location.is_glob or location.pattern:
         return None
     marker = f"{location.root.rstrip('/')}/{MANIFEST_FOLDER}"

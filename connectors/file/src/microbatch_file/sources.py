@@ -102,7 +102,7 @@ class FileSource(mb.Source):
         """The schema given with ``.schema(...)``, or inferred from the files present now,
         with the partition columns of ``key=value`` folders at the end."""
         location = self._location()
-        manifest = open_manifest(location, self.opts.clean_source)
+        manifest = open_manifest(location)
         layout = make_layout(self.opts, location)
         discovery = Discovery(Listing(layout), manifest=manifest)
         discovery.refresh()

@@ -283,9 +283,7 @@ class SinkContract(ContractBase):
         parts = self.input_parts()
         whole = self._table([batch for part in parts for batch in part])
         self.run_batch(writer, 0, parts)
-        self.assert_contents(
-            writer, self._expected([whole]), "after batch 0 written in two parts"
-        )
+        self.assert_contents(writer, self._expected([whole]), "after batch 0 written in two parts")
         messages = self.write_parts(writer, 1, parts)
         if self._capabilities().guarantee == Guarantee.EXACTLY_ONCE:
             self.assert_contents(
@@ -310,9 +308,7 @@ class SinkContract(ContractBase):
         second = self.build()
         messages = self.write_parts(second, 0, parts)
         second.commit(messages, 0)
-        self.assert_contents(
-            second, once, "after a new writer re-ran write and commit of batch 0"
-        )
+        self.assert_contents(second, once, "after a new writer re-ran write and commit of batch 0")
         second.commit(messages, 0)
         self.assert_contents(second, once, "after commit of batch 0 was called once more")
         self.run_batch(second, 1, parts)

@@ -206,9 +206,7 @@ class SourceContract(ContractBase):
         """``reader.partitions(start, end)``, checked to be a sequence of Splits."""
         splits = reader.partitions(start, end)
         where = f"partitions({show(start)}, {show(end)})"
-        assert isinstance(splits, Sequence), (
-            f"{where} returned {type(splits).__name__}, not a list"
-        )
+        assert isinstance(splits, Sequence), f"{where} returned {type(splits).__name__}, not a list"
         for index, split in enumerate(splits):
             assert isinstance(split, Split), (
                 f"split {index} of {where} is {split!r}, not a microbatch.Split"
@@ -402,9 +400,7 @@ class SourceContract(ContractBase):
 
     def test_available_now_reaches_a_pinned_target(self) -> None:
         if not self._capabilities().available_now:
-            pytest.skip(
-                f"{self._connector_class().__qualname__} declares available_now=False"
-            )
+            pytest.skip(f"{self._connector_class().__qualname__} declares available_now=False")
         reader = self.build()
         start = reader.initial_offset()
         self.produce(reader)

@@ -1,4 +1,4 @@
-"""BatchLedger against a real PostgreSQL server through psycopg.
+"""BatchLedger (microbatch.ledger) against a real PostgreSQL server through psycopg.
 
 The server comes from the test kit's ``postgres_database`` fixture (a new database per test,
 from the provider ``MICROBATCH_SERVICES`` selects); without one the tests are skipped, or fail
@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from microbatch import ConfigurationError
-from microbatch_foreachbatch import BatchLedger
+from microbatch import BatchLedger, ConfigurationError
 from microbatch_testkit.services import PostgresDatabase
 
 psycopg = pytest.importorskip("psycopg")

@@ -11,10 +11,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
-from microbatch import BatchLedger, ConfigurationError
-from microbatch.ledger import _render, detect_paramstyle
+from microbatch import BatchLedger, ConfigurationError, WriteContext
+from microbatch.ledger import _render, detect_paramstyle, query_scope
 
 
 @pytest.fixture
@@ -272,3 +273,106 @@ def test_sqlite_runs_the_ledger_in_each_style_it_supports(
     assert not ledger.apply_once(2, insert([(2, 2)]))
     assert ledger.last_applied() == 2
     assert stored(db_path) == [(2, 2)]
+
+
+KILLED_AT_COMMIT = textwrap.dedent(
+    """
+    import sqlite3
+    import sys
+
+    from microbatch import BatchLedger
+    from microbatch_testkit.crash import crash_point, crash_target
+
+
+    class KilledAtCommit(sqlite3.Connection):
+        '''Killed (SIGKILL) when the batch named by MICROBATCH_CRASH_AT is about to commit:
+        its rows and its ledger row are written in the open transaction, neither committed.'''
+
+        batch_id = -1
+
+        def commit(self):
+            if self.in_transaction and crash_target() == ("mid_sink", self.batch_id):
+                rows = self.execute("SELECT COUNT(*) FROM orders").fetchone()[0]
+                marks = [r[0] for r in self.execute("SELECT batch_id FROM microbatch_ledger")]
+                print(f"in transaction: {rows} rows, ledger {sorted(marks)}", flush=True)
+            crash_point("mid_sink", self.batch_id)
+            super().commit()
+
+
+    connection = sqlite3.connect(sys.argv[1], factory=KilledAtCommit)
+    ledger = BatchLedger(connection, key="orders", paramstyle="qmark")
+    for batch_id in range(3):
+        connection.batch_id = batch_id
+        rows = [(batch_id * 100 + i, i) for i in range(50)]
+        insert = lambda c: c.executemany("INSERT INTO orders VALUES (?, ?)", rows)
+        print(batch_id, ledger.apply_once(batch_id, insert), flush=True)
+    """
+)
+
+
+def test_sigkill_inside_the_transaction_applies_nothing_of_the_batch(
+    db_path: Path, tmp_path: Path
+) -> None:
+    from microbatch_testkit import crash
+
+    script = tmp_path / "apply_batches.py"
+    script.write_text(KILLED_AT_COMMIT)
+    killed = crash.run_until_crash(script, "mid_sink", 1, args=[str(db_path)])
+    # batch 1's rows and ledger row were in the transaction when the process was killed...
+    assert killed.stdout.splitlines() == ["0 True", "in transaction: 100 rows, ledger [0, 1]"]
+    # ...and neither survived it: only batch 0 is applied
+    assert stored(db_path) == [(i, i) for i in range(50)]
+    assert ledger_rows(db_path) == [("orders", 0)]
+    restarted = crash.run_to_completion(script, args=[str(db_path)])
+    assert restarted.stdout.splitlines() == ["0 False", "1 True", "2 True"]
+    expected = sorted((batch * 100 + i, i) for batch in range(3) for i in range(50))
+    assert stored(db_path) == expected  # every batch once
+    assert ledger_rows(db_path) == [("orders", 0), ("orders", 1), ("orders", 2)]
+
+
+def test_for_query_keys_by_the_query_id(db_path: Path, connection: sqlite3.Connection) -> None:
+    context = WriteContext(schema=pa.schema([("id", pa.int64())]), query_id="3f2a-query")
+    ledger = BatchLedger.for_query(connection, context)
+    assert ledger.key == "3f2a-query"
+    assert ledger.apply_once(0, insert([(1, 1)]))
+    assert not BatchLedger.for_query(connection, context).apply_once(0, insert([(1, 1)]))
+    assert ledger_rows(db_path) == [("3f2a-query", 0)]
+    assert stored(db_path) == [(1, 1)]
+
+
+def test_for_query_needs_a_query(connection: sqlite3.Connection) -> None:
+    with pytest.raises(ConfigurationError, match="needs the query's WriteContext"):
+        BatchLedger.for_query(connection)
+    with pytest.raises(ConfigurationError, match="needs the query's WriteContext"):
+        BatchLedger.for_query(connection, WriteContext(schema=pa.schema([])))
+
+
+def test_for_query_refuses_a_temporary_checkpoint(
+    db_path: Path, connection: sqlite3.Connection
+) -> None:
+    context = WriteContext(
+        schema=pa.schema([]), query_id="q", query_name="orders", checkpoint_is_temporary=True
+    )
+    with pytest.raises(ConfigurationError, match="query 'orders', which has no checkpointLocation"):
+        BatchLedger.for_query(connection, context)
+    assert ledger_rows_or_none(db_path) is None  # not even the table was made
+
+
+def test_a_ledger_used_inside_a_query_scope_of_a_temporary_checkpoint_is_refused(
+    connection: sqlite3.Connection,
+) -> None:
+    ledger = BatchLedger(connection, key="orders")  # outside any query: accepted
+    context = WriteContext(schema=pa.schema([]), query_id="q", checkpoint_is_temporary=True)
+    with query_scope(context), pytest.raises(ConfigurationError, match="no checkpointLocation"):
+        ledger.apply_once(0, insert([(1, 1)]))
+    with query_scope(WriteContext(schema=pa.schema([]), query_id="q")):
+        assert ledger.apply_once(0, insert([(1, 1)]))
+        assert BatchLedger.for_query(connection).key == "q"
+
+
+def ledger_rows_or_none(db_path: Path) -> list[Any] | None:
+    with closing(sqlite3.connect(db_path)) as fresh:
+        found = fresh.execute(
+            "SELECT name FROM sqlite_master WHERE name = 'microbatch_ledger'"
+        ).fetchall()
+        return ledger_rows(db_path) if found else None

@@ -50,8 +50,6 @@ def start_query(session: Session, plan: QueryPlan, settings: QuerySettings) -> S
             "not run yet"
         )
     sink_class: Any = plan.sink.sink_class
-    source_spec = plan.sources()[0].spec
-    secrets = source_spec.options.secret_values() + plan.sink.options.secret_values()
     session.streams._check_name(settings.name)
     location, temporary = _checkpoint_location(session, settings, sink_class)
     checkpoint = Checkpoint(
@@ -69,12 +67,17 @@ def start_query(session: Session, plan: QueryPlan, settings: QuerySettings) -> S
         checkpoint.release()
         if temporary:
             shutil.rmtree(location, ignore_errors=True)
-        failure = redact_error(error, secrets)
+        failure = redact_error(error, _secret_values(plan))  # no local holds the secrets
         if failure is error:
             raise
     # A redacted copy is raised outside the except block: inside it, Python would link the
     # unredacted original as the copy's __context__.
     raise failure
+
+
+def _secret_values(plan: QueryPlan) -> list[str]:
+    """The values of the secret options of the plan's source and sink."""
+    return plan.sources()[0].spec.options.secret_values() + plan.sink.options.secret_values()
 
 
 def _checkpoint_location(
@@ -106,7 +109,7 @@ def _launch(
     source_node = plan.sources()[0]
     spec, sink_node = source_node.spec, plan.sink
     sink_class: Any = sink_node.sink_class
-    secrets = spec.options.secret_values() + sink_node.options.secret_values()
+    secrets = _secret_values(plan)
     parts: list[StreamReader | StreamWriter] = []
 
     def on_end(failed: bool) -> None:

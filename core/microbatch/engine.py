@@ -521,7 +521,8 @@ def _batches(items: Any) -> Iterator[pa.RecordBatch]:
 
 def _with_causes(error: BaseException, secrets: tuple[str, ...]) -> str:
     """``error`` and the errors it was raised from, each without the secrets."""
-    parts, seen = [], set()
+    parts: list[str] = []
+    seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen and len(parts) < 4:
         seen.add(id(current))

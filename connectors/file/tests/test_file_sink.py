@@ -17,8 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import microbatch as mb
-from microbatch import OutputMode, SinkContext
-from microbatch.connector import part_scope
+from microbatch import OutputMode, PartContext, WriteContext
 from microbatch.errors import (
     CheckpointError,
     ConfigurationError,
@@ -32,6 +31,7 @@ from microbatch_file.sinks import (
     CsvFileSink,
     FileCommitMessage,
     FileSink,
+    FileStreamWriter,
     JsonFileSink,
     ParquetFileSink,
 )
@@ -48,11 +48,11 @@ def make_sink(
     query_id: str = "query-1",
     output_mode: OutputMode = OutputMode.APPEND,
     **options: Any,
-) -> FileSink:
+) -> FileStreamWriter:
+    """The stream writer of a new run of a ``cls`` sink writing to ``path``."""
     parsed = cls.options.parse({"path": path, **options}, connector=cls.format_name)
-    return cls(
-        SinkContext(
-            options=parsed,
+    return cls(parsed).stream_writer(
+        WriteContext(
             schema=schema,
             output_mode=output_mode,
             query_id=query_id,
@@ -76,12 +76,21 @@ def reader(*batches: pa.RecordBatch, schema: pa.Schema = SCHEMA) -> pa.RecordBat
     return pa.RecordBatchReader.from_batches(schema, list(batches))
 
 
-def write(sink: FileSink, batch_id: int, *batches: pa.RecordBatch, part: int = 0) -> Any:
-    with part_scope(part):
-        return sink.write(batch_id, reader(*batches, schema=sink.context.schema))
+def write_reader(
+    sink: FileStreamWriter, batch_id: int, data: pa.RecordBatchReader, *, part: int = 0
+) -> Any:
+    """Part ``part`` of batch ``batch_id`` written by the run's part writer."""
+    context = PartContext(
+        batch_id=batch_id, part_index=part, num_parts=part + 1, query_id=sink.context.query_id
+    )
+    return sink.part_writer().write(data, context)
 
 
-def read_committed(sink: FileSink) -> pa.Table:
+def write(sink: FileStreamWriter, batch_id: int, *batches: pa.RecordBatch, part: int = 0) -> Any:
+    return write_reader(sink, batch_id, reader(*batches, schema=sink.context.schema), part=part)
+
+
+def read_committed(sink: FileStreamWriter) -> pa.Table:
     """Every committed row, partition columns restored as strings from the manifest."""
     tables = []
     for entry in Manifest(sink.fs, sink.root).entries():
@@ -94,7 +103,7 @@ def read_committed(sink: FileSink) -> pa.Table:
     return pa.concat_tables(tables) if tables else pa.table({})
 
 
-def data_files(sink: FileSink) -> set[str]:
+def data_files(sink: FileStreamWriter) -> set[str]:
     prefix = len(sink.root) + 1
     return {
         str(path)[prefix:]
@@ -115,7 +124,7 @@ def folder(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_a_replayed_batch_reads_and_writes_nothing(folder: str) -> None:
     first = make_sink(ParquetFileSink, folder)
-    first.commit(0, [write(first, 0, rows(0, 10))])
+    first.commit([write(first, 0, rows(0, 10))], 0)
     files_before = data_files(first)
 
     consumed: list[int] = []
@@ -125,18 +134,18 @@ def test_a_replayed_batch_reads_and_writes_nothing(folder: str) -> None:
         yield rows(0, 10)
 
     second = make_sink(ParquetFileSink, folder)
-    message = second.write(0, pa.RecordBatchReader.from_batches(SCHEMA, batches()))
+    message = write_reader(second, 0, pa.RecordBatchReader.from_batches(SCHEMA, batches()))
     assert isinstance(message, FileCommitMessage)
     assert message.skipped and message.files == ()
     assert consumed == [], "the replayed split was read"
-    second.commit(0, [message])
+    second.commit([message], 0)
     assert data_files(second) == files_before
     assert read_committed(second).num_rows == 10
 
 
 def test_files_of_a_crashed_attempt_are_never_listed_and_are_removed(folder: str) -> None:
     crashed = make_sink(ParquetFileSink, folder, partition_by=("key",))
-    crashed.commit(0, [write(crashed, 0, rows(0, 4))])
+    crashed.commit([write(crashed, 0, rows(0, 4))], 0)
     left = [write(crashed, 1, rows(100, 6), part=0), write(crashed, 1, rows(200, 6), part=1)]
     leftovers = {f["path"] for message in left for f in message.files}
     assert len(leftovers) == 4
@@ -146,7 +155,7 @@ def test_files_of_a_crashed_attempt_are_never_listed_and_are_removed(folder: str
     }
     # the process dies here; a new run replays batch 1 with the same rows
     rerun = make_sink(ParquetFileSink, folder, partition_by=("key",))
-    rerun.commit(1, [write(rerun, 1, rows(100, 6), part=0), write(rerun, 1, rows(200, 6), part=1)])
+    rerun.commit([write(rerun, 1, rows(100, 6), part=0), write(rerun, 1, rows(200, 6), part=1)], 1)
     assert not leftovers & data_files(rerun), "leftover files were not removed"
     ids = sorted(read_committed(rerun).column("id").to_pylist())
     assert ids == [0, 1, 2, 3, *range(100, 106), *range(200, 206)]
@@ -157,13 +166,13 @@ def test_files_of_a_crashed_attempt_are_never_listed_and_are_removed(folder: str
 
 def test_leftovers_go_also_when_the_replay_finds_the_batch_committed(folder: str) -> None:
     first = make_sink(ParquetFileSink, folder)
-    first.commit(0, [write(first, 0, rows(0, 3))])
+    first.commit([write(first, 0, rows(0, 3))], 0)
     stray = write(first, 1, rows(3, 3))  # an attempt that crashed before its commit
     second = make_sink(ParquetFileSink, folder)
-    second.commit(1, [write(second, 1, rows(3, 3))])  # committed; then killed before the log
+    second.commit([write(second, 1, rows(3, 3))], 1)  # committed; then killed before the log
     third = make_sink(ParquetFileSink, folder)
     assert write(third, 1, rows(3, 3)).skipped
-    third.commit(1, [])
+    third.commit([], 1)
     assert stray.files[0]["path"] not in data_files(third)
     assert sorted(read_committed(third).column("id").to_pylist()) == list(range(6))
 
@@ -172,7 +181,7 @@ def test_abort_deletes_the_files_of_its_messages(folder: str) -> None:
     sink = make_sink(ParquetFileSink, folder)
     messages = [write(sink, 0, rows(0, 5), part=0), write(sink, 0, rows(5, 5), part=1)]
     assert len(data_files(sink)) == 2
-    sink.abort(0, [*messages, None])
+    sink.abort([*messages, None], 0)
     assert data_files(sink) == set()
     assert not Manifest(sink.fs, sink.root).has_batch(0)
 
@@ -185,13 +194,13 @@ def test_a_failing_reader_leaves_no_file(folder: str) -> None:
         raise RuntimeError("source broke")
 
     with pytest.raises(RuntimeError, match="source broke"):
-        sink.write(0, pa.RecordBatchReader.from_batches(SCHEMA, batches()))
+        write_reader(sink, 0, pa.RecordBatchReader.from_batches(SCHEMA, batches()))
     assert data_files(sink) == set()
 
 
 def test_another_query_cannot_reuse_the_batch_ids_of_a_folder(folder: str) -> None:
     first = make_sink(ParquetFileSink, folder, query_id="first")
-    first.commit(0, [write(first, 0, rows(0, 3))])
+    first.commit([write(first, 0, rows(0, 3))], 0)
     other = make_sink(ParquetFileSink, folder, query_id="second")
     with pytest.raises(SinkError, match="written by another query"):
         write(other, 0, rows(0, 3))
@@ -215,7 +224,7 @@ def test_partition_values_are_escaped_and_stay_inside_the_folder(tmp_path: Path)
         "",
     ]
     sink = make_sink(ParquetFileSink, str(out), partition_by=("key",))
-    sink.commit(0, [write(sink, 0, rows(0, len(nasty), keys=tuple(nasty)))])
+    sink.commit([write(sink, 0, rows(0, len(nasty), keys=tuple(nasty)))], 0)
     assert sorted(os.listdir(tmp_path)) == ["deep"]
     assert sorted(os.listdir(tmp_path / "deep")) == ["out"]
     folders = {p.name for p in out.iterdir() if p.is_dir() and p.name != "_microbatch_metadata"}
@@ -263,7 +272,7 @@ def test_typed_partition_columns_are_rendered_as_spark_does(tmp_path: Path) -> N
         },
         schema=schema,
     )
-    sink.commit(0, [write(sink, 0, batch)])
+    sink.commit([write(sink, 0, batch)], 0)
     found = {
         p.parent.relative_to(tmp_path / "out").as_posix()
         for p in (tmp_path / "out").rglob("*.parquet")
@@ -297,7 +306,7 @@ def test_unusable_partition_columns_are_refused(
 def test_files_rotate_at_max_records_per_file(folder: str) -> None:
     sink = make_sink(ParquetFileSink, folder, maxRecordsPerFile=300)
     message = write(sink, 7, rows(0, 400), rows(400, 600), part=3)
-    sink.commit(7, [message])
+    sink.commit([message], 7)
     counts = [f["rows"] for f in message.files]
     assert counts == [300, 300, 300, 100]
     names = [f["path"] for f in message.files]
@@ -373,7 +382,7 @@ def test_many_partitions_keep_few_files_open(tmp_path: Path) -> None:
             most_open = max(most_open, open_files_under(out))
             yield rows(i * 100, 100, keys=keys)
 
-    message = sink.write(0, pa.RecordBatchReader.from_batches(SCHEMA, batches()))
+    message = write_reader(sink, 0, pa.RecordBatchReader.from_batches(SCHEMA, batches()))
     assert sum(f["rows"] for f in message.files) == 2000
     assert {f["partition"]["key"] for f in message.files} == set(keys)
     assert 1 <= most_open <= 4
@@ -409,8 +418,8 @@ def test_a_large_split_is_written_as_it_is_read(tmp_path: Path) -> None:
             payload = pa.array([f"{i:0>100}" for i in range(start, start + batch_rows)])
             yield pa.record_batch([ids, payload], schema=schema)
 
-    message = sink.write(0, pa.RecordBatchReader.from_batches(schema, batches()))
-    sink.commit(0, [message])
+    message = write_reader(sink, 0, pa.RecordBatchReader.from_batches(schema, batches()))
+    sink.commit([message], 0)
     data_bytes = total_rows * 108
     assert sum(f["rows"] for f in message.files) == total_rows
     assert len(message.files) == 10
@@ -443,7 +452,7 @@ def test_json_lines_follow_spark_conventions(tmp_path: Path) -> None:
     )
     sink = make_sink(JsonFileSink, str(tmp_path / "out"), schema=schema)
     message = write(sink, 0, batch)
-    sink.commit(0, [message])
+    sink.commit([message], 0)
     (file,) = message.files
     assert file["path"].endswith(".c000.json")
     lines = (tmp_path / "out" / file["path"]).read_text(encoding="utf-8").splitlines()
@@ -504,8 +513,11 @@ def test_only_append_mode(tmp_path: Path) -> None:
 
 
 def test_describe_names_the_folder(tmp_path: Path) -> None:
-    assert make_sink(ParquetFileSink, str(tmp_path)).describe() == f"FileSink[file:{tmp_path}]"
-    assert make_sink(JsonFileSink, "memory://x/out").describe() == "FileSink[memory:///x/out]"
+    def sink(cls: type[FileSink], path: str) -> FileSink:
+        return cls(cls.options.parse({"path": path}, connector=cls.format_name))
+
+    assert sink(ParquetFileSink, str(tmp_path)).describe() == f"FileSink[file:{tmp_path}]"
+    assert sink(JsonFileSink, "memory://x/out").describe() == "FileSink[memory:///x/out]"
 
 
 # ---------------------------------------------------------------------------------- end to end
@@ -648,23 +660,22 @@ def test_checkpoint_fsync_also_syncs_data_files_and_the_manifest(
     monkeypatch.setattr(os, "fsync", spy)
     out = tmp_path / "out"
     parsed = ParquetFileSink.options.parse({"path": str(out)}, connector="parquet")
-    sink = ParquetFileSink(
-        SinkContext(
-            options=parsed,
+    sink = ParquetFileSink(parsed).stream_writer(
+        WriteContext(
             schema=SCHEMA,
             query_id="q",
             state=mb.StateStore(str(tmp_path / "state"), fsync=True),
         )
     )
     message = write(sink, 0, rows(0, 5))
-    sink.commit(0, [message])
+    sink.commit([message], 0)
     assert str(out / message.files[0]["path"]) in synced
     assert str(out / "_microbatch_metadata") in synced  # the entry is linked into it
 
 
 def test_batch_reads_of_the_folder_see_only_committed_files(folder: str) -> None:
     sink = make_sink(ParquetFileSink, folder, partition_by=("key",))
-    sink.commit(0, [write(sink, 0, rows(0, 6))])
+    sink.commit([write(sink, 0, rows(0, 6))], 0)
     uncommitted = write(sink, 1, rows(100, 6))  # written, never committed (a crash)
     assert uncommitted.files
     table = mb.Session().read.format("parquet").load(folder)

@@ -9,19 +9,20 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
+import pytest
 
-from microbatch import Sink
+from microbatch import StreamWriter
 from microbatch_file.manifest import Manifest
-from microbatch_file.sinks import CsvFileSink, FileSink, JsonFileSink, ParquetFileSink
+from microbatch_file.sinks import CsvFileSink, FileStreamWriter, JsonFileSink, ParquetFileSink
 from microbatch_testkit import SinkContract, data
 
 
-def _committed_files(sink: Sink) -> list[str]:
-    assert isinstance(sink, FileSink)
+def _committed_files(sink: StreamWriter) -> list[str]:
+    assert isinstance(sink, FileStreamWriter)
     return Manifest(sink.fs, sink.root).files()
 
 
-def _read_all(sink: Sink, read_one: Any) -> pa.Table:
+def _read_all(sink: StreamWriter, read_one: Any) -> pa.Table:
     schema = sink.context.schema
     tables = [read_one(sink, path, schema) for path in _committed_files(sink)]
     if not tables:
@@ -29,21 +30,21 @@ def _read_all(sink: Sink, read_one: Any) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def _parquet(sink: Sink, path: str, schema: pa.Schema) -> pa.Table:
-    assert isinstance(sink, FileSink)
+def _parquet(sink: StreamWriter, path: str, schema: pa.Schema) -> pa.Table:
+    assert isinstance(sink, FileStreamWriter)
     with sink.fs.open(path, "rb") as handle:
         return pq.read_table(handle, schema=schema)
 
 
-def _json(sink: Sink, path: str, schema: pa.Schema) -> pa.Table:
-    assert isinstance(sink, FileSink)
+def _json(sink: StreamWriter, path: str, schema: pa.Schema) -> pa.Table:
+    assert isinstance(sink, FileStreamWriter)
     with sink.fs.open(path, "rb") as handle:
         options = pajson.ParseOptions(explicit_schema=schema)
         return pajson.read_json(handle, parse_options=options).cast(schema)
 
 
-def _csv(sink: Sink, path: str, schema: pa.Schema) -> pa.Table:
-    assert isinstance(sink, FileSink)
+def _csv(sink: StreamWriter, path: str, schema: pa.Schema) -> pa.Table:
+    assert isinstance(sink, FileStreamWriter)
     with sink.fs.open(path, "rb") as handle:
         return pacsv.read_csv(
             handle,
@@ -60,7 +61,7 @@ class TestParquetFileSinkContract(SinkContract):
     def make_options(self) -> dict[str, Any]:
         return {"path": str(self.tmp_path / "out")}
 
-    def read_back(self, sink: Sink) -> pa.Table:
+    def read_back(self, sink: StreamWriter) -> pa.Table:
         return _read_all(sink, _parquet)
 
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:
@@ -75,17 +76,23 @@ class TestParquetFileSinkContract(SinkContract):
 
 class TestParquetFileSinkInMemoryContract(SinkContract):
     sink_class = ParquetFileSink
+    in_process_only = "memory:// files live in the memory of the process that wrote them"
 
     def make_options(self) -> dict[str, Any]:
         if not hasattr(self, "_folder"):
             self._folder = f"memory://contract-{uuid.uuid4().hex}"
         return {"path": self._folder}
 
-    def read_back(self, sink: Sink) -> pa.Table:
+    def read_back(self, sink: StreamWriter) -> pa.Table:
         return _read_all(sink, _parquet)
 
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:
         return [({"path": self.make_options()["path"], "targetFileSize": "big"}, "targetFileSize")]
+
+    def test_commit_is_atomic_when_killed(self) -> None:
+        # The check commits in child processes; what a child writes to memory:// stays in its
+        # own memory. The local-folder classes run it.
+        pytest.skip(f"in_process_only: {self.in_process_only}")
 
 
 class TestJsonFileSinkContract(SinkContract):
@@ -94,7 +101,7 @@ class TestJsonFileSinkContract(SinkContract):
     def make_options(self) -> dict[str, Any]:
         return {"path": str(self.tmp_path / "out")}
 
-    def read_back(self, sink: Sink) -> pa.Table:
+    def read_back(self, sink: StreamWriter) -> pa.Table:
         return _read_all(sink, _json)
 
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:
@@ -117,7 +124,7 @@ class TestCsvFileSinkContract(SinkContract):
     def input_batches(self) -> list[pa.RecordBatch]:
         return data.simple_batches()
 
-    def read_back(self, sink: Sink) -> pa.Table:
+    def read_back(self, sink: StreamWriter) -> pa.Table:
         return _read_all(sink, _csv)
 
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:

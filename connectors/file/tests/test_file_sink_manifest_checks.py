@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 import microbatch as mb
-from microbatch import SinkContext
+from microbatch import WriteContext
 from microbatch.cli import main
 from microbatch.errors import CorruptCheckpointError, StreamingQueryException
 from microbatch_file.manifest import METADATA_DIR, Manifest
@@ -234,9 +234,11 @@ def test_a_reader_reads_the_version_it_listed_while_the_writer_compacts(
 # ------------------------------------------------------------------ temporary files
 
 
-def make_sink(folder: str, **context: Any) -> ParquetFileSink:
+def make_sink(folder: str, **context: Any) -> mb.StreamWriter:
     options = ParquetFileSink.options.parse({"path": folder}, connector="parquet")
-    return ParquetFileSink(SinkContext(options=options, schema=SCHEMA, query_id="q", **context))
+    return ParquetFileSink(options).stream_writer(
+        WriteContext(schema=SCHEMA, query_id="q", **context)
+    )
 
 
 @pytest.mark.parametrize("where", ["local", "memory"])

@@ -13,24 +13,26 @@ import pyarrow as pa
 import pytest
 
 import microbatch as mb
-from microbatch import SinkContext
-from microbatch.connector import part_scope
+from microbatch import PartContext, WriteContext
 from microbatch.errors import ConfigurationError, SinkError, StreamingQueryException
 from microbatch_file._writer_files import PART_FILE, OutputFolder
 from microbatch_file.manifest import METADATA_DIR, Manifest
-from microbatch_file.sinks import FileSink, ParquetFileSink
+from microbatch_file.sinks import FileStreamWriter, ParquetFileSink
 
 SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string())])
 
 
-def make_sink(folder: str, schema: pa.Schema = SCHEMA, **context: Any) -> FileSink:
+def make_sink(folder: str, schema: pa.Schema = SCHEMA, **context: Any) -> FileStreamWriter:
     options = ParquetFileSink.options.parse({"path": folder}, connector="parquet")
-    return ParquetFileSink(SinkContext(options=options, schema=schema, query_id="q", **context))
+    return ParquetFileSink(options).stream_writer(
+        WriteContext(schema=schema, query_id="q", **context)
+    )
 
 
-def write(sink: FileSink, batch_id: int, rows: pa.RecordBatch, part: int = 0) -> Any:
-    with part_scope(part):
-        return sink.write(batch_id, pa.RecordBatchReader.from_batches(rows.schema, [rows]))
+def write(sink: FileStreamWriter, batch_id: int, rows: pa.RecordBatch, part: int = 0) -> Any:
+    context = PartContext(batch_id=batch_id, part_index=part, num_parts=part + 1, query_id="q")
+    data = pa.RecordBatchReader.from_batches(rows.schema, [rows])
+    return sink.part_writer().write(data, context)
 
 
 def data_files(root: Path) -> list[Path]:
@@ -79,7 +81,7 @@ def test_a_column_name_that_leaves_no_room_for_a_value_is_refused(folder: str) -
 def test_a_value_too_long_for_a_folder_name_fails_the_batch_clearly(folder: str) -> None:
     sink = make_sink(folder, partition_by=("key",))
     fits = "v" * (255 - len("key="))  # NAME_MAX bytes exactly
-    sink.commit(0, [write(sink, 0, pa.record_batch({"id": [1], "key": [fits]}, SCHEMA))])
+    sink.commit([write(sink, 0, pa.record_batch({"id": [1], "key": [fits]}, SCHEMA))], 0)
     too_long = "é" * 126  # 252 bytes in UTF-8: "key=" + 252 > 255
     rows = pa.record_batch({"id": [2, 3, 4], "key": ["a", too_long, "b"]}, SCHEMA)
     with pytest.raises(SinkError) as error:
@@ -140,12 +142,12 @@ def test_a_replay_deletes_what_a_crashed_attempt_left_in_nested_folders(folder: 
     schema = pa.schema([("id", pa.int64()), ("a", pa.string()), ("b", pa.int64())])
     rows = pa.record_batch({"id": [1, 2, 3], "a": ["x", "y", "x"], "b": [1, 2, 3]}, schema)
     crashed = make_sink(folder, schema, partition_by=("a", "b"))
-    crashed.commit(0, [write(crashed, 0, rows)])
+    crashed.commit([write(crashed, 0, rows)], 0)
     left = write(crashed, 1, rows)  # the process dies before the commit
     assert len(left.files) == 3 and all(f["path"].count("/") == 2 for f in left.files)
     rerun = make_sink(folder, schema, partition_by=("a", "b"))
     again = write(rerun, 1, rows)
-    rerun.commit(1, [again])
+    rerun.commit([again], 1)
     on_disk = {
         str(p)[len(rerun.root) + 1 :]
         for p in rerun.fs.find(rerun.root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from microbatch import ReadLimit, ReadMaxBytes, Source
+from microbatch import ReadLimit, ReadMaxBytes, Split, StreamReader
 from microbatch_file.sources import (
     CsvFileSource,
     JsonFileSource,
@@ -43,7 +44,7 @@ class _LocalFiles:
     def content(self, rows: list[dict[str, Any]]) -> bytes:
         return b"".join(json.dumps(row).encode() + b"\n" for row in rows)
 
-    def produce(self, source: Source) -> None:
+    def produce(self, reader: StreamReader) -> None:
         for _ in range(3):
             start = type(self).produced * 10
             type(self).produced += 1
@@ -55,7 +56,7 @@ class _LocalFiles:
     def make_schema(self) -> pa.Schema | None:
         return SCHEMA
 
-    def count_units(self, splits: list[Any], limit: ReadLimit) -> int:
+    def count_units(self, splits: Sequence[Split], limit: ReadLimit) -> int:
         files = [entry for split in splits for entry in split.files]
         if isinstance(limit, ReadMaxBytes):
             return sum(entry.size for entry in files) if len(files) > 1 else 0
@@ -112,6 +113,7 @@ class _MemoryFiles(_LocalFiles):
     """The same files on fsspec's memory:// filesystem (listed at every trigger)."""
 
     folder_name = ""
+    in_process_only = "memory:// files live in the memory of the process that wrote them"
 
     def memory_folder(self) -> str:
         if not self.folder_name:
@@ -119,7 +121,7 @@ class _MemoryFiles(_LocalFiles):
             fsspec.filesystem("memory").makedirs(self.folder_name, exist_ok=True)
         return self.folder_name
 
-    def produce(self, source: Source) -> None:
+    def produce(self, reader: StreamReader) -> None:
         fs = fsspec.filesystem("memory")
         for _ in range(3):
             start = type(self).produced * 10

@@ -11,10 +11,12 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pytest
+from file_connector_helpers import make_source, open_reader, read_range
 
-from microbatch import ConfigurationError, ReadAllAvailable, SourceContext
+from microbatch import ConfigurationError, ReadAllAvailable
 from microbatch.errors import SourceError
-from microbatch_file.sources import FileSource, JsonFileSource
+from microbatch_file._stream_reader import FileStreamReader
+from microbatch_file.sources import JsonFileSource
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -25,15 +27,14 @@ def put(folder: Path, relative: str, *ids: int) -> None:
     path.write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
 
 
-def build(path: Path | str, schema: pa.Schema | None = SCHEMA, **options: Any) -> FileSource:
-    parsed = JsonFileSource.options.parse({"path": str(path), **options}, connector="json")
-    return JsonFileSource(SourceContext(options=parsed, schema=schema, streaming=False))
+def build(path: Path | str, schema: pa.Schema | None = SCHEMA, **options: Any) -> FileStreamReader:
+    return open_reader(JsonFileSource, {"path": str(path), **options}, schema=schema)
 
 
-def read_new(source: FileSource, start: int = -1) -> list[dict[str, Any]]:
+def read_new(source: FileStreamReader, start: int = -1) -> list[dict[str, Any]]:
     offset = {"logOffset": start}
     end = source.latest_offset(offset, ReadAllAvailable())
-    rows = [r for s in source.plan(offset, end) for b in source.read(s) for r in b.to_pylist()]
+    rows = [r for b in read_range(source, offset, end) for r in b.to_pylist()]
     return sorted(rows, key=lambda row: row["id"])
 
 
@@ -136,5 +137,6 @@ def test_memory_filesystem_partitions() -> None:
     fs.pipe(f"{root}/k=2/b.json", b'{"id": 2}\n')
     fs.pipe(f"{root}/k=2/b.json.tmp", b'{"id": 3}\n')
     source = build(f"memory://{root}")
-    assert source.describe() == f"FileStreamSource[memory://{root}]"
+    described = make_source(JsonFileSource, {"path": f"memory://{root}"}).describe()
+    assert described == f"FileStreamSource[memory://{root}]"
     assert read_new(source) == [{"id": 1, "k": 1}, {"id": 2, "k": 2}]

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from file_connector_helpers import make_source, open_reader, read_range
 
 import microbatch as mb
 from microbatch import (
@@ -19,10 +20,10 @@ from microbatch import (
     OptionError,
     ReadAllAvailable,
     ReadLimit,
-    SourceContext,
     StateStore,
 )
 from microbatch.errors import SchemaError
+from microbatch_file._stream_reader import FileStreamReader
 from microbatch_file.sources import FileSource, JsonFileSource, ParquetFileSource
 
 SCHEMA = pa.schema([("id", pa.int64())])
@@ -48,18 +49,21 @@ def build(
     session: Any = None,
     streaming: bool = False,
     **options: Any,
-) -> FileSource:
-    """A source as the engine builds one; ``streaming=False`` (no folder watcher) lists the
-    folder at every call, so that files written just before are seen at once."""
-    parsed = cls.options.parse({"path": str(path), **options}, connector=cls.format_name)
-    return cls(
-        SourceContext(
-            options=parsed, schema=schema, state=state, session=session, streaming=streaming
-        )
+) -> FileStreamReader:
+    """A source's stream reader as the engine makes one; ``streaming=False`` (no folder
+    watcher) lists the folder at every call, so that files written just before are seen at
+    once."""
+    return open_reader(
+        cls,
+        {"path": str(path), **options},
+        schema=schema,
+        state=state,
+        session=session,
+        streaming=streaming,
     )
 
 
-def batches(source: FileSource, limit: ReadLimit | None = None) -> list[list[int]]:
+def batches(source: FileStreamReader, limit: ReadLimit | None = None) -> list[list[int]]:
     """The ids of each batch the source takes until nothing is new."""
     limit = limit if limit is not None else source.default_read_limit()
     offset = source.initial_offset()
@@ -68,12 +72,7 @@ def batches(source: FileSource, limit: ReadLimit | None = None) -> list[list[int
         end = source.latest_offset(offset, limit)
         if end == offset:
             return found
-        rows = [
-            r
-            for split in source.plan(offset, end)
-            for b in source.read(split)
-            for r in b.column("id").to_pylist()
-        ]
+        rows = [r for b in read_range(source, offset, end) for r in b.column("id").to_pylist()]
         found.append(rows)
         offset = end
 
@@ -223,9 +222,7 @@ def test_max_file_age_skips_late_old_files_loudly(
     offset = {"logOffset": 0}
     with caplog.at_level(logging.WARNING, logger="microbatch.file"):
         end = source.latest_offset(offset, ReadAllAvailable())
-    rows = [
-        r for s in source.plan(offset, end) for b in source.read(s) for r in b["id"].to_pylist()
-    ]
+    rows = [r for b in read_range(source, offset, end) for r in b["id"].to_pylist()]
     assert rows == [2]
     assert source.metrics()["numFilesSkippedForAge"] == "1"
     assert "late-and-old.json" in caplog.text
@@ -267,4 +264,5 @@ def test_min_file_age_on_memory_holds_a_fresh_file() -> None:
 
 
 def test_describe_names_the_folder(folder: Path) -> None:
-    assert build(folder).describe() == f"FileStreamSource[file:{folder}]"
+    source = make_source(JsonFileSource, {"path": str(folder)}, schema=SCHEMA)
+    assert source.describe() == f"FileStreamSource[file:{folder}]"

@@ -17,16 +17,17 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from file_connector_helpers import open_reader, read_range
 
 import microbatch as mb
-from microbatch import ReadAllAvailable, SourceContext
+from microbatch import ReadAllAvailable
 from microbatch.errors import SourceError
 from microbatch_file.sources import CsvFileSource, FileSource, JsonFileSource
 
 CHILD = r"""
 import json, sys
 import pyarrow as pa
-from microbatch import ReadAllAvailable, SourceContext
+from microbatch import ReadAllAvailable, ReadContext
 from microbatch_file import _formats
 from microbatch_file.sources import JsonFileSource
 
@@ -43,12 +44,15 @@ else:
         schema = schema.remove(1)
 parsed = JsonFileSource.options.parse(options, connector="json")
 try:
-    source = JsonFileSource(SourceContext(options=parsed, schema=schema, streaming=False))
-    start = source.initial_offset()
-    end = source.latest_offset(start, ReadAllAvailable())
-    rows = [r for s in source.plan(start, end) for b in source.read(s) for r in b.to_pylist()]
-    out = {"rows": rows, "dropped": source.metrics().get("numRowsDroppedByParseMode"),
-           "schema": source.schema.names}
+    source = JsonFileSource(parsed, user_schema=schema, streaming=False)
+    reader = source.stream_reader(ReadContext(schema=source.schema(), streaming=False))
+    start = reader.initial_offset()
+    end = reader.latest_offset(start, ReadAllAvailable())
+    split_reader = reader.split_reader()
+    rows = [r for s in reader.partitions(start, end) for b in split_reader.read(s)
+            for r in b.to_pylist()]
+    out = {"rows": rows, "dropped": reader.metrics().get("numRowsDroppedByParseMode"),
+           "schema": reader.schema.names}
 except Exception as error:
     out = {"error": f"{type(error).__name__}: {error}"}
 print(json.dumps(out))
@@ -157,13 +161,10 @@ def test_schema_inference_survives_null_lines_and_deep_nesting(tmp_path: Path) -
 
 # -- in process: inputs that did not crash but were read wrongly ------------------------------
 def read_all(cls: type[FileSource], path: Path, schema: pa.Schema, **options: Any) -> Any:
-    parsed = cls.options.parse({"path": str(path), **options}, connector=cls.format_name)
-    source = cls(SourceContext(options=parsed, schema=schema, streaming=False))
+    source = open_reader(cls, {"path": str(path), **options}, schema=schema)
     start = source.initial_offset()
     end = source.latest_offset(start, ReadAllAvailable())
-    rows = [
-        r for split in source.plan(start, end) for b in source.read(split) for r in b.to_pylist()
-    ]
+    rows = [r for b in read_range(source, start, end) for r in b.to_pylist()]
     return rows, source
 
 
@@ -211,15 +212,15 @@ def test_dropped_lines_are_counted_across_reader_threads(tmp_path: Path) -> None
     for index in range(24):
         (tmp_path / f"f{index:02}.json").write_bytes((b'{"a": 1}\n{bad\n') * 50)
     schema = pa.schema([("a", pa.int64())])
-    parsed = JsonFileSource.options.parse(
-        {"path": str(tmp_path), "mode": "DROPMALFORMED"}, connector="json"
+    source = open_reader(
+        JsonFileSource, {"path": str(tmp_path), "mode": "DROPMALFORMED"}, schema=schema
     )
-    source = JsonFileSource(SourceContext(options=parsed, schema=schema, streaming=False))
     start = source.initial_offset()
     end = source.latest_offset(start, ReadAllAvailable())
-    splits = source.plan(start, end)
+    splits = list(source.partitions(start, end))
+    split_reader = source.split_reader()
     with ThreadPoolExecutor(8) as pool:
-        counts = list(pool.map(lambda s: sum(b.num_rows for b in source.read(s)), splits * 4))
+        counts = list(pool.map(lambda s: sum(b.num_rows for b in split_reader.read(s)), splits * 4))
     assert sum(counts) == 4 * 24 * 50
     assert source.metrics()["numRowsDroppedByParseMode"] == str(4 * 24 * 50)
 

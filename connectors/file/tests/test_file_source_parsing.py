@@ -7,8 +7,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from file_connector_helpers import make_source, open_reader, read_range
 
-from microbatch import ReadAllAvailable, SourceContext
+from microbatch import ReadAllAvailable
 from microbatch.errors import SourceError
 from microbatch_file import _formats, _parse_modes
 from microbatch_file.sources import CsvFileSource, FileSource, JsonFileSource, TextFileSource
@@ -27,16 +28,10 @@ JSON_LINES = (
 def read_all(
     cls: type[FileSource], path: Path, schema: pa.Schema | None, **options: Any
 ) -> list[dict[str, Any]]:
-    parsed = cls.options.parse({"path": str(path), **options}, connector=cls.format_name)
-    source = cls(SourceContext(options=parsed, schema=schema, streaming=False))
+    source = open_reader(cls, {"path": str(path), **options}, schema=schema)
     start = source.initial_offset()
     end = source.latest_offset(start, ReadAllAvailable())
-    return [
-        row
-        for split in source.plan(start, end)
-        for b in source.read(split)
-        for row in b.to_pylist()
-    ]
+    return [row for b in read_range(source, start, end) for row in b.to_pylist()]
 
 
 @pytest.fixture
@@ -213,17 +208,11 @@ def test_csv_dialect_options(tmp_path: Path) -> None:
 
 def test_csv_inferred_schema_uses_the_header(csv_folder: Path) -> None:
     (csv_folder / "mixed.csv").write_text("id,name\n1,a\n2,b\n")
-    parsed = CsvFileSource.options.parse(
-        {"path": str(csv_folder), "header": True, "schemaInference": True, "inferSchema": True},
-        connector="csv",
-    )
-    source = CsvFileSource(SourceContext(options=parsed, schema=None))
-    assert source.schema == pa.schema([("id", pa.int64()), ("name", pa.string())])
-    parsed = CsvFileSource.options.parse(
-        {"path": str(csv_folder), "header": True, "schemaInference": True}, connector="csv"
-    )
-    source = CsvFileSource(SourceContext(options=parsed, schema=None))
-    assert source.schema == pa.schema([("id", pa.string()), ("name", pa.string())])
+    options = {"path": str(csv_folder), "header": True, "schemaInference": True}
+    source = make_source(CsvFileSource, {**options, "inferSchema": True}, streaming=True)
+    assert source.schema() == pa.schema([("id", pa.int64()), ("name", pa.string())])
+    source = make_source(CsvFileSource, options, streaming=True)
+    assert source.schema() == pa.schema([("id", pa.string()), ("name", pa.string())])
 
 
 # -- text ------------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from file_connector_helpers import open_reader
 
 import microbatch as mb
-from microbatch import ReadAllAvailable, SourceContext
+from microbatch import ReadAllAvailable
 from microbatch.errors import SourceError, StreamingQueryException
 from microbatch_file.sources import JsonFileSource
 
@@ -200,20 +201,19 @@ def test_clean_source_delete(session: mb.Session, folder: Path, tmp_path: Path) 
 def test_a_file_removed_before_it_is_read(folder: Path, caplog: pytest.LogCaptureFixture) -> None:
     for ignore in (False, True):
         path = drop(folder, f"gone-{ignore}.json", 1)
-        options = JsonFileSource.options.parse(
-            {"path": str(folder), "ignoreMissingFiles": ignore}, connector="json"
-        )
+        options = {"path": str(folder), "ignoreMissingFiles": ignore}
         schema = pa.schema([("id", pa.int64())])
-        source = JsonFileSource(SourceContext(options=options, schema=schema, streaming=False))
+        source = open_reader(JsonFileSource, options, schema=schema)
         end = source.latest_offset({"logOffset": -1}, ReadAllAvailable())
         path.unlink()
-        splits = source.plan({"logOffset": -1}, end)
+        splits = source.partitions({"logOffset": -1}, end)
+        split_reader = source.split_reader()
         if not ignore:
             with pytest.raises(SourceError, match=r"gone-False\.json of batch 0 was removed"):
-                list(source.read(splits[0]))
+                list(split_reader.read(splits[0]))
         else:
             with caplog.at_level(logging.WARNING, logger="microbatch.file"):
-                assert list(source.read(splits[0])) == []
+                assert list(split_reader.read(splits[0])) == []
             assert "gone-True.json" in caplog.text
 
 

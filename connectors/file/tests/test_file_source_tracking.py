@@ -10,11 +10,13 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pytest
+from file_connector_helpers import open_reader, read_range
 
 import microbatch as mb
-from microbatch import ReadAllAvailable, ReadMaxFiles, SourceContext, StateStore
+from microbatch import ReadAllAvailable, ReadMaxFiles, StateStore
 from microbatch.errors import CorruptCheckpointError
-from microbatch_file.sources import FileSource, JsonFileSource
+from microbatch_file._stream_reader import FileStreamReader
+from microbatch_file.sources import JsonFileSource
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -23,16 +25,13 @@ def put(folder: Path, name: str, *ids: int) -> None:
     (folder / name).write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
 
 
-def build(path: Path | str, state: StateStore | None, **options: Any) -> FileSource:
-    parsed = JsonFileSource.options.parse({"path": str(path), **options}, connector="json")
-    return JsonFileSource(
-        SourceContext(options=parsed, schema=SCHEMA, state=state, streaming=False)
-    )
+def build(path: Path | str, state: StateStore | None, **options: Any) -> FileStreamReader:
+    return open_reader(JsonFileSource, {"path": str(path), **options}, schema=SCHEMA, state=state)
 
 
-def ids_of(source: FileSource, start: int, end: int) -> list[int]:
-    splits = source.plan({"logOffset": start}, {"logOffset": end})
-    return sorted(i for s in splits for b in source.read(s) for i in b["id"].to_pylist())
+def ids_of(source: FileStreamReader, start: int, end: int) -> list[int]:
+    batches = read_range(source, {"logOffset": start}, {"logOffset": end})
+    return sorted(i for b in batches for i in b["id"].to_pylist())
 
 
 @pytest.fixture

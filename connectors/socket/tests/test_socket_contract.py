@@ -68,12 +68,13 @@ class TestSocketSourceContract(SourceContract):
 
     def produce(self, reader: StreamReader) -> None:
         assert isinstance(reader, SocketStreamReader)
-        built = sum(isinstance(item, SocketStreamReader) for item in self.built)
-        self.server.wait_for_connections(built)
-        before = reader.buffered_lines
+        # every reader made so far holds a connection, also one the engine made (not in built)
+        readers = {id(item) for item in self.built if isinstance(item, SocketStreamReader)}
+        self.server.wait_for_connections(len(readers | {id(reader)}))
+        before = reader.lines_received  # not buffered_lines: a running query commits lines
         self.server.send_lines(LINES_PER_PRODUCE)
         deadline = time.monotonic() + 5
-        while reader.buffered_lines < before + LINES_PER_PRODUCE:
+        while reader.lines_received < before + LINES_PER_PRODUCE:
             assert time.monotonic() < deadline, "the socket source received nothing in 5 s"
             time.sleep(0.005)
 

@@ -357,8 +357,9 @@ def test_splits_carry_their_lines_and_print_short(
     (split,) = source.partitions(start, end)
     assert split.lines == ("x", "y")
     assert repr(split) == "SocketSplit(start=0, end=2, 2 lines)"
+    assert source.partitions(start, end) == [split]  # a retried batch reads the same lines
     source.commit(end)
-    assert source.buffered_lines == 0
+    assert (source.buffered_lines, source.lines_received) == (0, 2)
     assert read_splits(source, [split])[0].column("value").to_pylist() == ["x", "y"]
 
 

@@ -99,8 +99,22 @@ class ForgetsEmptyBatches(ListSink):
     writer_class = ForgetsEmptyWriter
 
 
+class UpdateReplacesWriter(ListWriter):
+    def add_batch(self, table, batch_id):
+        if self.context.output_mode == mb.OutputMode.UPDATE:
+            self.store.clear()
+        super().add_batch(table, batch_id)
+
+
+class UpdateReplaces(ListSink):
+    writer_class = UpdateReplacesWriter
+
+
 class Suite(SinkContract):
     __test__ = False
+    # the process and engine checks run on the classes below that set them back
+    in_process_only = "checked on other classes of this self-test"
+    engine_check = False
 
     def make_options(self):
         if not hasattr(self, "store"):
@@ -113,6 +127,8 @@ class Suite(SinkContract):
 
 class TestGood(Suite):
     sink_class = ListSink
+    in_process_only = ""
+    engine_check = True
 
 
 class TestAppliesTwice(Suite):
@@ -125,10 +141,20 @@ class TestHonestlyAtLeastOnce(Suite):
 
 class TestShowsBeforeCommit(Suite):
     sink_class = ShowsBeforeCommit
+    in_process_only = ""
+
+
+class TestUpdateReplaces(Suite):
+    sink_class = UpdateReplaces
 
 
 class TestDropsNulls(Suite):
     sink_class = DropsNulls
+
+
+class TestDropsNullsInTheEngine(Suite):
+    sink_class = DropsNulls
+    engine_check = True
 
 
 class TestForgetsEmptyBatches(Suite):
@@ -151,10 +177,16 @@ class TestReadBackMisorderedAnyOrder(TestReadBackMisordered):
 FAILED = re.compile(r"^FAILED \S+::(Test\w+)::(test_\w+)")
 
 
+_RUNS: dict[str, pytest.RunResult] = {}
+
+
 @pytest.fixture
 def run(pytester: pytest.Pytester) -> pytest.RunResult:
-    pytester.makepyfile(test_sinks=SINKS)
-    return pytester.runpytest("-p", "no:cacheprovider", "-rfs", "-q")
+    """One run of the suites over SINKS, shared by the tests of this module."""
+    if "sinks" not in _RUNS:
+        pytester.makepyfile(test_sinks=SINKS)
+        _RUNS["sinks"] = pytester.runpytest("-p", "no:cacheprovider", "-rfs", "-q")
+    return _RUNS["sinks"]
 
 
 def test_correct_sink_passes_and_each_broken_one_fails_its_check(run: pytest.RunResult) -> None:
@@ -168,17 +200,22 @@ def test_correct_sink_passes_and_each_broken_one_fails_its_check(run: pytest.Run
         "test_parts_of_a_batch_are_committed_together",
         "test_replayed_batch_is_applied_once",
         "test_empty_batches_commit",
+        "test_update_mode_keeps_the_rows_of_earlier_batches",
     }
     assert found == {
         "TestAppliesTwice": {"test_replayed_batch_is_applied_once"},
         "TestShowsBeforeCommit": {
             "test_parts_of_a_batch_are_committed_together",
             "test_replayed_batch_is_applied_once",
+            "test_parts_are_written_in_other_processes",
+            "test_commit_is_atomic_when_killed",
         },
+        "TestUpdateReplaces": {"test_update_mode_keeps_the_rows_of_earlier_batches"},
         "TestDropsNulls": data_tests,
+        "TestDropsNullsInTheEngine": {*data_tests, "test_runs_through_the_engine"},
         "TestForgetsEmptyBatches": {"test_empty_batches_commit"},
         "TestReadBackMisordered": data_tests,
-    }
+    }, "\n".join(run.outlines[-60:])
 
 
 def test_failures_show_the_differing_rows(run: pytest.RunResult) -> None:
@@ -191,3 +228,7 @@ def test_failures_show_the_differing_rows(run: pytest.RunResult) -> None:
     assert "expected, not received (1):" in text
     assert "'id': 3, 'small': None, 'text': None" in text
     assert "HonestlyAtLeastOnce declares guarantee=at-least-once" in text
+    assert "update mode, after batch 0 (2 rows) and batch 1 (3 other rows)" in text
+    assert "after batch 0's 2 parts were written in other processes" in text
+    assert "after run 1 of an available-now query (append mode) that wrote 2 batches" in text
+    assert "a batch committed in a child process is not visible in the test process" in text

@@ -201,8 +201,40 @@ class UnpicklableSplitReader(ListSource):
     reader_class = UnpicklableReader
 
 
+GLOBAL_ROWS = {}
+
+
+class InProcessReader(ListReader):
+    # reads its rows from a dict of this module, filled in the test's process only
+
+    def __init__(self, rows, rows_per_batch, context):
+        super().__init__(rows, rows_per_batch, context)
+        GLOBAL_ROWS["rows"] = rows
+        self.rows = None
+
+    def latest_offset(self, start, limit):
+        self.rows = GLOBAL_ROWS["rows"]
+        end = super().latest_offset(start, limit)
+        self.rows = None
+        return end
+
+    def read(self, split):
+        rows = GLOBAL_ROWS.get("rows", [])
+        yield pa.RecordBatch.from_pylist(
+            [{"n": value} for value in rows[split.first : split.stop]], schema=SCHEMA
+        )
+
+
+class ReadsOnlyInProcess(ListSource):
+    reader_class = InProcessReader
+
+
 class Suite(SourceContract):
     __test__ = False
+    # the process and engine checks run on the classes below that set them back
+    in_process_only = "checked on other classes of this self-test"
+    engine_check = False
+    engine_timeout = 5.0
 
     def make_options(self):
         if not hasattr(self, "rows"):
@@ -218,6 +250,8 @@ class Suite(SourceContract):
 
 class TestGood(Suite):
     source_class = ListSource
+    in_process_only = ""
+    engine_check = True
 
 
 class TestNotJson(Suite):
@@ -274,6 +308,22 @@ class TestClaimsAvailableNow(Suite):
 
 class TestUnpicklableSplitReader(Suite):
     source_class = UnpicklableSplitReader
+    in_process_only = ""
+
+
+class TestReadsOnlyInProcess(Suite):
+    source_class = ReadsOnlyInProcess
+    in_process_only = ""
+
+
+class TestWrongSchemaInTheEngine(Suite):
+    source_class = WrongSchema
+    engine_check = True
+
+
+class TestEmptyRangeHasRowsInTheEngine(Suite):
+    source_class = EmptyRangeHasRows
+    engine_check = True
 
 
 class TestProducesNothing(Suite):
@@ -295,30 +345,52 @@ def failures(outlines: list[str]) -> dict[str, set[str]]:
     return found
 
 
+_RUNS: dict[str, pytest.RunResult] = {}
+
+
 @pytest.fixture
 def run(pytester: pytest.Pytester) -> pytest.RunResult:
-    pytester.makepyfile(test_sources=SOURCES)
-    return pytester.runpytest("-p", "no:cacheprovider", "-rfs", "-q")
+    """One run of the suites over SOURCES, shared by the tests of this module."""
+    if "sources" not in _RUNS:
+        pytester.makepyfile(test_sources=SOURCES)
+        _RUNS["sources"] = pytester.runpytest("-p", "no:cacheprovider", "-rfs", "-q")
+    return _RUNS["sources"]
+
+
+WRONG_SCHEMA = {
+    "test_latest_offset_respects_default_read_limit",
+    "test_read_yields_the_declared_schema",
+    "test_replay_reads_the_same_rows",
+    "test_consecutive_ranges_add_up",
+    "test_restart_resumes_from_state",
+}
+EMPTY_RANGE = {"test_empty_range_yields_no_rows", "test_consecutive_ranges_add_up"}
 
 
 def test_correct_source_passes_and_each_broken_one_fails_its_check(run: pytest.RunResult) -> None:
     assert failures(run.outlines) == {
         "TestNotJson": {"test_offsets_are_json"},
         "TestTupleOffsets": {"test_offsets_are_json"},
-        "TestClaimsReplayable": {"test_replay_reads_the_same_rows"},
+        "TestClaimsReplayable": {
+            "test_replay_reads_the_same_rows",
+            "test_consecutive_ranges_add_up",
+            "test_restart_resumes_from_state",
+        },
         "TestIgnoresLimit": {"test_latest_offset_respects_default_read_limit"},
         "TestNeverIdle": {"test_latest_offset_returns_start_when_nothing_is_new"},
-        "TestWrongSchema": {
-            "test_latest_offset_respects_default_read_limit",
-            "test_read_yields_the_declared_schema",
-            "test_replay_reads_the_same_rows",
-        },
-        "TestEmptyRangeHasRows": {"test_empty_range_yields_no_rows"},
+        "TestWrongSchema": WRONG_SCHEMA,
+        "TestWrongSchemaInTheEngine": {*WRONG_SCHEMA, "test_runs_through_the_engine"},
+        "TestEmptyRangeHasRows": EMPTY_RANGE,
+        "TestEmptyRangeHasRowsInTheEngine": {*EMPTY_RANGE, "test_runs_through_the_engine"},
         "TestStopsOnce": {"test_stop_is_idempotent"},
         "TestUndocumented": {"test_every_option_is_documented"},
         "TestForgetsStart": {"test_restart_resumes_from_state"},
         "TestClaimsAvailableNow": {"test_available_now_reaches_a_pinned_target"},
-        "TestUnpicklableSplitReader": {"test_splits_and_split_reader_are_picklable"},
+        "TestUnpicklableSplitReader": {
+            "test_splits_and_split_reader_are_picklable",
+            "test_splits_are_read_in_other_processes",
+        },
+        "TestReadsOnlyInProcess": {"test_splits_are_read_in_other_processes"},
         "TestProducesNothing": {
             "test_offsets_are_json",
             "test_latest_offset_is_stable",
@@ -328,9 +400,10 @@ def test_correct_source_passes_and_each_broken_one_fails_its_check(run: pytest.R
             "test_read_yields_the_declared_schema",
             "test_splits_and_split_reader_are_picklable",
             "test_replay_reads_the_same_rows",
+            "test_consecutive_ranges_add_up",
             "test_stop_is_idempotent",
         },
-    }
+    }, "\n".join(run.outlines[-80:])
 
 
 def test_failures_show_the_offending_values(run: pytest.RunResult) -> None:
@@ -339,12 +412,15 @@ def test_failures_show_the_offending_values(run: pytest.RunResult) -> None:
     assert "{'n': 2, 'at': (1, 2)} became {'n': 2, 'at': [1, 2]}" in text
     assert "whose schema differs from schema()" in text
     assert "batch: 2 rows, schema {n: int32}" in text
-    assert 'a new instance reading range ({"n": 0}, {"n": 2})' in text or (
-        're-reading range ({"n": 0}, {"n": 2})' in text
-    )
+    assert 're-reading range ({"n": 0}, {"n": 2})' in text
     assert "holds 5 rows" in text
     assert "make produce() add data" in text
     assert "the target pinned by prepare_available_now() must not move" in text
+    assert 'a second instance over the same state store starts at {"n": 1}' in text
+    assert 'reading ({"n": 0}, {"n": 2}] (2 rows) then ({"n": 2}, {"n": 4}] (3 rows)' in text
+    assert "split reader cannot be pickled (TypeError: cannot pickle '_thread.lock'" in text
+    assert 'split 0 of partitions({"n": 0}, {"n": 4}), read in another process, compared' in text
+    assert "the engine's batches (batch 0 " in text
 
 
 def test_non_replayable_source_skips_the_replay_check(run: pytest.RunResult) -> None:

@@ -39,7 +39,7 @@ from ._options import (
 )
 from ._parse_modes import CsvSettings
 from ._partitions import discover_keys, infer_partition_type
-from ._split_reader import FileSplit, FileSplitReader, corrupt_column
+from ._split_reader import FileSplit, corrupt_column
 from ._stream_reader import FileStreamReader, make_layout, open_manifest
 
 __all__ = [
@@ -47,8 +47,6 @@ __all__ = [
     "CsvFileSource",
     "FileSource",
     "FileSplit",
-    "FileSplitReader",
-    "FileStreamReader",
     "JsonFileSource",
     "OrcFileSource",
     "ParquetFileSource",

@@ -14,8 +14,7 @@ import sys
 
 import pyarrow as pa
 
-from microbatch import SinkContext
-from microbatch.connector import part_scope
+from microbatch import PartContext, WriteContext
 from microbatch_file.sinks import JsonFileSink
 
 SCHEMA = pa.schema([("value", pa.int64())])
@@ -24,14 +23,17 @@ ROWS_PER_BATCH = 3
 
 def main(output: str, first_batch: int, stop_file: str) -> None:
     options = JsonFileSink.options.parse({"path": output}, connector="json")
-    sink = JsonFileSink(SinkContext(options=options, schema=SCHEMA, query_id="fast-writer"))
+    writer = JsonFileSink(options).stream_writer(
+        WriteContext(schema=SCHEMA, query_id="fast-writer")
+    )
     batch_id = first_batch
     while not os.path.exists(stop_file):
         start = batch_id * ROWS_PER_BATCH
         rows = pa.record_batch({"value": list(range(start, start + ROWS_PER_BATCH))}, SCHEMA)
-        with part_scope(0):
-            message = sink.write(batch_id, pa.RecordBatchReader.from_batches(SCHEMA, [rows]))
-        sink.commit(batch_id, [message])
+        part = PartContext(batch_id=batch_id, part_index=0, num_parts=1, query_id="fast-writer")
+        data = pa.RecordBatchReader.from_batches(SCHEMA, [rows])
+        message = writer.part_writer().write(data, part)
+        writer.commit([message], batch_id)
         batch_id += 1
     print(batch_id - 1, flush=True)
 

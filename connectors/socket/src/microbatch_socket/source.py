@@ -200,6 +200,7 @@ class SocketStreamReader(mb.StreamReader):
         self._anchored = False  # whether _first is known (set by the first offset we see)
         self._stopping = False
         self._lost = 0
+        self._received = 0
         self._latest: mb.Offset | None = None
         self._finished = threading.Event()
         self._split_reader = SocketSplitReader(include_timestamp=include_timestamp)
@@ -219,6 +220,12 @@ class SocketStreamReader(mb.StreamReader):
         """How many received lines are held in memory (not yet committed)."""
         with self._lock:
             return len(self._lines)
+
+    @property
+    def lines_received(self) -> int:
+        """How many lines this run has received, committed or not."""
+        with self._lock:
+            return self._received
 
     def initial_offset(self) -> mb.Offset:
         with self._lock:
@@ -346,6 +353,7 @@ class SocketStreamReader(mb.StreamReader):
         with self._lock:
             self._lines.extend(lines)
             self._stamps.extend([now] * len(lines))
+            self._received += len(lines)
         try:
             self._wake()
         except Exception:  # the engine's callback must not kill the reader thread

@@ -66,6 +66,8 @@ from microbatch.planner import check_sink_supports
 from . import data
 from ._base import ContractBase
 from ._compare import describe_schema_difference, rows_difference
+from ._processes import write_parts_elsewhere
+from ._sink_checks import check_commit_under_kills, run_sink_query
 
 __all__ = ["BuiltSink", "SinkContract"]
 
@@ -101,6 +103,11 @@ class SinkContract(ContractBase):
     """The output mode the data tests use."""
     query_name: ClassVar[str | None] = None
     """The query name placed in the context (the memory sink needs one)."""
+    in_process_only: ClassVar[str] = ""
+    """Why this sink's parts cannot be written in another process (skips that check); empty
+    for every sink meant to run on a cluster."""
+    engine_check: ClassVar[bool] = True
+    """False skips :meth:`test_runs_through_the_engine` (say why in your test class)."""
 
     # -- hooks ----------------------------------------------------------------------------
     def read_back(self, writer: StreamWriter) -> pa.Table:
@@ -118,6 +125,26 @@ class SinkContract(ContractBase):
     def input_batches(self) -> list[pa.RecordBatch]:
         """The rows each test batch carries; default :func:`data.edge_batches`."""
         return data.edge_batches()
+
+    def expected_update_contents(self, batches: list[pa.Table]) -> pa.Table:
+        """What :meth:`read_back` should return after ``batches`` were committed in update
+        mode, before :meth:`expected_contents` is applied.
+
+        Default: every batch's rows, in order (a sink without a key adds the updated rows it
+        is given, as Spark's console and memory sinks do). A sink that upserts by key returns
+        the latest row of each key here.
+        """
+        return pa.concat_tables(batches)
+
+    def commit_crash_modules(self, writer: StreamWriter) -> set[str]:
+        """Top-level packages whose lines the crash-inside-commit check may be killed at
+        (``writer`` is the stream writer whose commit is killed): default the packages of the
+        sink class and of ``writer``'s class, and ``microbatch`` (the core's ledger helper)."""
+        return {
+            self._connector_class().__module__.partition(".")[0],
+            type(writer).__module__.partition(".")[0],
+            "microbatch",
+        }
 
     def expected_contents(self, committed: pa.Table) -> pa.Table:
         """What :meth:`read_back` should return once ``committed`` is visible.
@@ -373,6 +400,84 @@ class SinkContract(ContractBase):
         else:
             with pytest.raises(UnsupportedOperationError):
                 check_sink_supports(cls, first_mode, ("id",))
+
+    def test_complete_mode_replaces_the_previous_batch(self) -> None:
+        if OutputMode.COMPLETE not in self._capabilities().output_modes:
+            pytest.skip("the sink does not declare complete mode")
+        mode = OutputMode.COMPLETE
+        whole = self._table(self.input_batches())
+        smaller = whole.slice(0, max(1, whole.num_rows // 2))
+        writer = self.build(output_mode=mode)
+        self.run_batch(writer, 0, [whole.to_batches()])
+        self.assert_contents(writer, self._expected([whole], mode), "complete mode, after batch 0")
+        self.run_batch(writer, 1, [smaller.to_batches()])
+        self.assert_contents(
+            writer,
+            self._expected([whole, smaller], mode),
+            f"complete mode, after batch 1 ({smaller.num_rows} rows), which must replace the "
+            f"{whole.num_rows} rows of batch 0",
+        )
+        if self._capabilities().guarantee == Guarantee.EXACTLY_ONCE:
+            self.run_batch(self.build(output_mode=mode), 1, [smaller.to_batches()])
+            self.assert_contents(
+                writer,
+                self._expected([whole, smaller], mode),
+                "complete mode, after batch 1 was replayed by a new writer",
+            )
+        self.run_batch(writer, 2, [[]])
+        self.assert_contents(
+            writer,
+            self._expected([whole, smaller, smaller.schema.empty_table()], mode),
+            "complete mode, after batch 2 with no rows (the result is now empty)",
+        )
+
+    def test_update_mode_keeps_the_rows_of_earlier_batches(self) -> None:
+        if OutputMode.UPDATE not in self._capabilities().output_modes:
+            pytest.skip("the sink does not declare update mode")
+        whole = self._table(self.input_batches())
+        first = whole.slice(0, max(1, whole.num_rows // 2))
+        second = whole.slice(first.num_rows)
+        writer = self.build(output_mode=OutputMode.UPDATE)
+        self.run_batch(writer, 0, [first.to_batches()])
+        self.run_batch(writer, 1, [second.to_batches()])
+        expected = self.expected_contents(self.expected_update_contents([first, second]))
+        self.assert_contents(
+            writer,
+            expected,
+            f"update mode, after batch 0 ({first.num_rows} rows) and batch 1 "
+            f"({second.num_rows} other rows): batch 1 updates, it does not replace",
+        )
+
+    def test_parts_are_written_in_other_processes(self) -> None:
+        if self.in_process_only:
+            pytest.skip(f"in_process_only: {self.in_process_only}")
+        writer = self.build()
+        parts = self.input_parts()
+        contexts = [self.part_context(0, index, len(parts)) for index in range(len(parts))]
+        messages = write_parts_elsewhere(
+            self.part_writer_of(writer), self.input_schema(), parts, contexts
+        )
+        writer.commit(messages, 0)
+        whole = self._table([batch for part in parts for batch in part])
+        self.assert_contents(
+            writer,
+            self._expected([whole]),
+            f"after batch 0's {len(parts)} parts were written in other processes by pickled "
+            "copies of part_writer() and committed here",
+        )
+
+    def test_commit_is_atomic_when_killed(self) -> None:
+        guarantee = self._capabilities().guarantee
+        if guarantee != Guarantee.EXACTLY_ONCE:
+            pytest.skip(
+                f"{self._connector_class().__qualname__} declares guarantee={guarantee.value}"
+            )
+        check_commit_under_kills(self)
+
+    def test_runs_through_the_engine(self) -> None:
+        if not self.engine_check:
+            pytest.skip("engine_check = False")
+        run_sink_query(self)
 
     def test_stop_is_idempotent(self) -> None:
         unused = self.build()

@@ -64,6 +64,8 @@ from microbatch import (
 
 from ._base import ContractBase
 from ._compare import describe_schema_difference, rows_difference, show, show_batch
+from ._processes import read_splits_elsewhere
+from ._source_engine import run_source_query
 
 __all__ = ["BuiltSource", "SourceContract"]
 
@@ -94,6 +96,15 @@ class SourceContract(ContractBase):
     """The source under test."""
     generates_data_on_its_own: ClassVar[bool] = False
     """True for sources whose data grows without :meth:`produce` (a counter, a clock)."""
+    in_process_only: ClassVar[str] = ""
+    """Why this source's splits cannot be read in another process (skips that check); empty
+    for every source meant to run on a cluster."""
+    engine_check: ClassVar[bool] = True
+    """False skips :meth:`test_runs_through_the_engine` (say why in your test class)."""
+    engine_batches: ClassVar[int] = 3
+    """For sources that generate data on their own: batches the engine check waits for."""
+    engine_timeout: ClassVar[float] = 30.0
+    """Seconds the engine check waits for the query to catch up."""
 
     # -- hooks ----------------------------------------------------------------------------
     def make_schema(self) -> pa.Schema | None:
@@ -380,8 +391,7 @@ class SourceContract(ContractBase):
             )
 
     def test_replay_reads_the_same_rows(self) -> None:
-        if not self._capabilities().replayable:
-            pytest.skip(f"{self._connector_class().__qualname__} declares replayable=False")
+        self._require_replayable()
         first = self.build()
         start = first.initial_offset()
         end = self._next_end(first, start, first.default_read_limit())
@@ -390,11 +400,43 @@ class SourceContract(ContractBase):
         again = self.read_range(first, start, end)
         difference = rows_difference(original, again, ordered=True, context=f"re-reading {where}")
         assert not difference, difference
+        self.produce(first)
+        again = self.read_range(first, start, end)
+        difference = rows_difference(
+            original, again, ordered=True, context=f"re-reading {where} after produce() added data"
+        )
+        assert not difference, difference
         first.stop()
         second = self.build()
+        self.produce(second)
         replayed = self.read_range(second, start, end)
         difference = rows_difference(
-            original, replayed, ordered=True, context=f"a new instance reading {where}"
+            original,
+            replayed,
+            ordered=True,
+            context=f"a new instance reading {where} after produce() added data",
+        )
+        assert not difference, difference
+
+    def test_consecutive_ranges_add_up(self) -> None:
+        self._require_replayable()
+        reader = self.build()
+        a = reader.initial_offset()
+        limit = reader.default_read_limit()
+        b = self._next_end(reader, a, limit)
+        c = self._next_end(reader, b, limit)
+        first, second = self.read_range(reader, a, b), self.read_range(reader, b, c)
+        whole = self.read_range(reader, a, c)
+        both = pa.concat_tables([first, second])
+        difference = rows_difference(
+            whole,
+            both,
+            ordered=True,
+            context=(
+                f"reading ({show(a)}, {show(b)}] ({first.num_rows} rows) then "
+                f"({show(b)}, {show(c)}] ({second.num_rows} rows), compared with reading "
+                f"({show(a)}, {show(c)}] ({whole.num_rows} rows) in one go"
+            ),
         )
         assert not difference, difference
 
@@ -430,13 +472,72 @@ class SourceContract(ContractBase):
     def test_restart_resumes_from_state(self) -> None:
         first = self.build()
         start = first.initial_offset()
+        self.produce(first)
+        end = first.latest_offset(start, ReadAllAvailable())
+        replayable = self._capabilities().replayable and end != start
+        original = self.read_range(first, start, end) if replayable else None
         first.stop()
         second = self.build()
+        self.produce(second)
         resumed = second.initial_offset()
         assert resumed == start, (
-            f"a second instance over the same state store starts at {show(resumed)}, "
-            f"the first started at {show(start)}"
+            f"a second instance over the same state store starts at {show(resumed)}, the first "
+            f"started at {show(start)} (data was added in between): the initial offset must be "
+            "kept in ReadContext.state when it is first taken, not computed again (a source "
+            "starting at 'the current end' would otherwise skip what arrived meanwhile)"
         )
+        if original is not None:
+            replayed = self.read_range(second, start, end)
+            difference = rows_difference(
+                original,
+                replayed,
+                ordered=True,
+                context=(
+                    f"a second instance over the same state reading ({show(start)}, {show(end)}] "
+                    "after more data was added"
+                ),
+            )
+            assert not difference, difference
+
+    def test_splits_are_read_in_other_processes(self) -> None:
+        if self.in_process_only:
+            pytest.skip(f"in_process_only: {self.in_process_only}")
+        reader = self.build()
+        start = reader.initial_offset()
+        limit = reader.default_read_limit()
+        middle = self._next_end(reader, start, limit)
+        end = self._next_end(reader, middle, limit)
+        where = f"partitions({show(start)}, {show(end)})"
+        splits = self.splits_of(reader, start, end)
+        assert splits, f"{where} returned no splits, though latest_offset moved"
+        elsewhere = read_splits_elsewhere(self.split_reader_of(reader), splits, where)
+        replayable = self._capabilities().replayable
+        schema = self.built_of(reader).schema
+        for index, (split, batches) in enumerate(zip(splits, elsewhere, strict=True)):
+            what = f"split {index} of {where}, read in another process"
+            for number, batch in enumerate(batches):
+                difference = describe_schema_difference(schema, batch.schema)
+                assert not difference, f"{what}: batch {number} has another schema:\n{difference}"
+            if replayable:
+                here = self.read_split(reader, split, f"read(split {index} of {where})")
+                difference = rows_difference(
+                    pa.Table.from_batches(here, schema=schema),
+                    pa.Table.from_batches(batches, schema=schema),
+                    ordered=True,
+                    context=f"{what}, compared with reading it in this process",
+                )
+                assert not difference, difference
+        total = sum(batch.num_rows for batches in elsewhere for batch in batches)
+        assert total > 0, f"every split of {where}, read in another process, yielded no rows"
+
+    def test_runs_through_the_engine(self) -> None:
+        if not self.engine_check:
+            pytest.skip("engine_check = False")
+        run_source_query(self)
+
+    def _require_replayable(self) -> None:
+        if not self._capabilities().replayable:
+            pytest.skip(f"{self._connector_class().__qualname__} declares replayable=False")
 
     def test_stop_is_idempotent(self) -> None:
         unused = self.build()

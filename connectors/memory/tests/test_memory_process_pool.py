@@ -1,0 +1,130 @@
+"""The memory source's splits are read, and the memory sink's parts written, in a spawned
+process from pickled split readers and part writers; the batch commits in this process.
+
+A split carries the rows of its batch, so reading it needs no ``MemoryStream`` (which lives in
+this process only and does not pickle).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import pickle
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import microbatch as mb
+from microbatch import PartContext, ReadAllAvailable, ReadContext, StreamReader, WriteContext
+from microbatch_memory import MemorySink, MemoryStream, MemoryStreamSource
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+Worker = tuple[ProcessPoolExecutor, ModuleType]
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[Worker]:
+    """A pool of spawned processes, and the module whose functions they run."""
+    here = str(Path(__file__).parent)
+    sys.path.insert(0, here)  # the spawned processes start with this sys.path
+    try:
+        module = importlib.import_module("_memory_spawn")
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+            yield pool, module
+    finally:
+        sys.path.remove(here)
+
+
+def filled_stream() -> MemoryStream:
+    stream = MemoryStream(SCHEMA)
+    stream.add_data([{"id": 1, "name": "a"}, {"id": 2, "name": None}])
+    stream.add_data([])
+    stream.add_data([{"id": 3, "name": "c"}])
+    return stream
+
+
+def stream_reader(stream: MemoryStream) -> StreamReader:
+    options = MemoryStreamSource.options.parse({"stream": stream}, connector="memory")
+    source = MemoryStreamSource(options)
+    return source.stream_reader(ReadContext(schema=source.schema()))
+
+
+def test_memory_splits_read_in_a_spawned_process(worker: Worker) -> None:
+    pool, module = worker
+    stream = filled_stream()
+    reader = stream_reader(stream)
+    start = reader.initial_offset()
+    end = reader.latest_offset(start, ReadAllAvailable())
+    with pytest.raises(TypeError):
+        pickle.dumps(stream)  # the stream cannot travel: the splits carry its rows
+    payload = pickle.dumps(reader.split_reader())
+    splits = reader.partitions(start, end)
+    futures = [pool.submit(module.read_pickled, payload, pickle.dumps(s)) for s in splits]
+    batches: list[pa.RecordBatch] = []
+    for future in futures:
+        pid, read = future.result(timeout=60)
+        assert pid != os.getpid()
+        batches += read
+    elsewhere = pa.Table.from_batches(batches, schema=SCHEMA)
+    expected = pa.concat_tables([stream.batch(index) for index in range(3)])
+    assert elsewhere.equals(expected)
+    assert elsewhere.column("id").to_pylist() == [1, 2, 3]
+    reader.stop()
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [(mb.OutputMode.APPEND, [1, 2, 3]), (mb.OutputMode.COMPLETE, [3])],
+)
+def test_memory_sink_parts_written_in_a_spawned_process(
+    worker: Worker, mode: mb.OutputMode, expected: list[int]
+) -> None:
+    pool, module = worker
+    reader = stream_reader(filled_stream())
+    with mb.Session(load_plugins=False) as session:
+        sink = MemorySink(MemorySink.options.parse({}, connector="memory"), session=session)
+        context = WriteContext(
+            schema=SCHEMA, output_mode=mode, query_id="q", query_name="out", session=session
+        )
+        writer = sink.stream_writer(context)
+
+        def run_batch(batch_id: int, start: int, end: int) -> None:
+            """Read and write every split elsewhere, then commit the batch here."""
+            splits = reader.partitions({"offset": start}, {"offset": end})
+            split_reader = pickle.dumps(reader.split_reader())
+            part_writer = pickle.dumps(writer.part_writer())
+            futures = [
+                pool.submit(
+                    module.read_and_write,
+                    split_reader,
+                    pickle.dumps(split),
+                    part_writer,
+                    pickle.dumps(PartContext(batch_id, index, len(splits), "q")),
+                    SCHEMA,
+                )
+                for index, split in enumerate(splits)
+            ]
+            messages: list[Any] = []
+            for future in futures:
+                pid, message = future.result(timeout=60)
+                assert pid != os.getpid()
+                messages.append(message)
+            writer.commit(messages, batch_id)
+
+        run_batch(0, 0, 2)
+        assert session.table("out").column("id").to_pylist() == [1, 2]
+        run_batch(0, 0, 2)  # a replay of the batch: applied once
+        assert session.table("out").column("id").to_pylist() == [1, 2]
+        run_batch(1, 2, 3)
+        assert session.table("out").column("id").to_pylist() == expected
+        writer.stop()
+    reader.stop()

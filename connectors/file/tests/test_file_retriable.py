@@ -37,10 +37,17 @@ class FlakyLocalFileSystem(LocalFileSystem):
 
 
 class FlakyMemoryFileSystem(MemoryFileSystem):
-    """memory:// files whose opening for writing fails with the queued errors first."""
+    """memory:// files whose opening for writing (and whose listing, with ``listing``) fails
+    with the queued errors first."""
 
     protocol = ("flakymemory",)
     failures: ClassVar[list[BaseException]] = []
+    listing: ClassVar[list[BaseException]] = []
+
+    def find(self, *args: Any, **kwargs: Any) -> Any:
+        if self.listing:
+            raise self.listing.pop(0)
+        return super().find(*args, **kwargs)
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> str:
@@ -63,6 +70,7 @@ def _no_queued_failures() -> Any:
     yield
     FlakyLocalFileSystem.failures.clear()
     FlakyMemoryFileSystem.failures.clear()
+    FlakyMemoryFileSystem.listing.clear()
 
 
 def _session() -> mb.Session:
@@ -221,3 +229,48 @@ def test_retriable_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(RetriableError, match=r"Reading file file:.*f0\.json of batch 0") as caught:
         read_range(reader, start, end)
     assert isinstance(caught.value.__cause__, ConnectionResetError)
+
+
+def test_a_listing_that_fails_transiently_is_retriable_and_the_next_one_takes_the_files() -> None:
+    from file_connector_helpers import open_reader, read_range
+
+    from microbatch_file.sources import JsonFileSource
+
+    root = f"/listing-{uuid.uuid4().hex}"
+    fs = fsspec.filesystem("memory")
+    fs.pipe(f"{root}/a.json", b'{"id": 1}\n')
+    reader = open_reader(
+        JsonFileSource, {"path": f"flakymemory://{root}"}, schema=pa.schema([("id", pa.int64())])
+    )
+    start = reader.initial_offset()
+    fs.pipe(f"{root}/b.json", b'{"id": 2}\n')
+    FlakyMemoryFileSystem.listing.append(TimeoutError("list timed out"))
+    with pytest.raises(RetriableError, match=rf"Listing flakymemory://{root} failed") as caught:
+        reader.latest_offset(start, reader.default_read_limit())
+    assert isinstance(caught.value.__cause__, TimeoutError)
+    end = reader.latest_offset(start, reader.default_read_limit())  # what the engine does
+    assert sorted(
+        b["id"] for batch in read_range(reader, start, end) for b in batch.to_pylist()
+    ) == [1, 2]
+
+
+def test_a_commit_that_fails_transiently_is_retriable_and_the_retry_commits_once() -> None:
+    from microbatch_file.sinks import JsonFileSink
+
+    schema = pa.schema([("id", pa.int64())])
+    out = f"flakymemory://commit-{uuid.uuid4().hex}/out"
+    options = JsonFileSink.options.parse({"path": out}, connector="json")
+    writer = JsonFileSink(options).stream_writer(mb.WriteContext(schema=schema, query_id="q"))
+    part = mb.PartContext(batch_id=0, part_index=0, num_parts=1, query_id="q")
+    rows = pa.RecordBatchReader.from_batches(schema, [pa.record_batch({"id": [1, 2]}, schema)])
+    message = writer.part_writer().write(rows, part)
+    FlakyMemoryFileSystem.failures.append(ConnectionResetError("connection reset by peer"))
+    with pytest.raises(RetriableError, match="committing batch 0 failed") as caught:
+        writer.commit([message], 0)
+    assert isinstance(caught.value.__cause__, ConnectionResetError)
+    fs, root = fsspec.core.url_to_fs(out)
+    assert Manifest(fs, root).entries() == []
+    writer.commit([message], 0)  # the engine's retry (its part was written again: the same rows)
+    writer.commit([message], 0)  # and a replay after that: a no-op
+    [entry] = Manifest(fs, root).entries()
+    assert [file["rows"] for file in entry["files"]] == [2]

@@ -257,18 +257,22 @@ class TestHonestSqlite(SqliteSuite):
 
 class TestLatestNeverPersisted(LogSuite):
     source_class = LatestNeverPersisted
+    in_process_only = "checked on the honest connectors (it is not what is broken here)"
 
 
 class TestOffByOne(CounterSuite):
     source_class = OffByOneCounter
+    in_process_only = "checked on the honest connectors (it is not what is broken here)"
 
 
 class TestCompleteButAppends(SqliteSuite):
     sink_class = CompleteButAppends
+    in_process_only = "checked on the honest connectors (it is not what is broken here)"
 
 
 class TestTwoTransactions(SqliteSuite):
     sink_class = TwoTransactions
+    in_process_only = "checked on the honest connectors (it is not what is broken here)"
 '''
 
 FAILED = re.compile(r"^FAILED \S+::(Test\w+)::(test_\w+)")

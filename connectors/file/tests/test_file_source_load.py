@@ -31,3 +31,25 @@ def test_inference_on_an_empty_folder_fails_at_load(tmp_path: Path) -> None:
         session.read_stream.format("json").option("schemaInference", True).load(str(tmp_path))
     with pytest.raises(SchemaError, match='option\\("schemaInference", True\\)'):
         session.read_stream.format("json").load(str(tmp_path))
+
+
+def test_making_the_connector_objects_does_no_io(tmp_path: Path) -> None:
+    from microbatch.errors import ConfigurationError
+    from microbatch_file.sinks import ParquetFileSink
+    from microbatch_file.sources import JsonFileSource
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    options = JsonFileSource.options.parse({"path": str(folder)}, connector="json")
+    folder.rmdir()
+    source = JsonFileSource(options, user_schema=mb.parse_ddl("id BIGINT"))
+    assert source.describe() == f"FileStreamSource[file:{folder}]"
+    with pytest.raises(ConfigurationError, match="PATH_NOT_FOUND"):
+        source.schema()  # the folder is looked at here, once per load()
+    out = tmp_path / "out"
+    sink = ParquetFileSink(ParquetFileSink.options.parse({"path": str(out)}, connector="parquet"))
+    assert sink.describe() == f"FileSink[file:{out}]"
+    assert not out.exists()
+    out.write_bytes(b"a file, not a folder")
+    with pytest.raises(ConfigurationError, match="is a file"):
+        sink.stream_writer(mb.WriteContext(schema=mb.parse_ddl("id BIGINT"), query_id="q"))

@@ -76,10 +76,18 @@ class FilePartWriter(mb.PartWriter):
     """Names the sink in errors and logs."""
     _committed: dict[int, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    _folder: OutputFolder | None = field(default=None, init=False, repr=False, compare=False)
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_committed"] = {}
+        state["_committed"], state["_folder"] = {}, None  # a copy looks again for itself
         return state
+
+    def _output(self) -> OutputFolder:
+        """The output folder (kept, so that its subfolders are made once per batch)."""
+        if self._folder is None:
+            self._folder = OutputFolder(self.fs, self.root, fsync=self.fsync)
+        return self._folder
 
     def write(self, data: pa.RecordBatchReader, part: mb.PartContext) -> FileCommitMessage:
         batch_id, index = part.batch_id, part.part_index
@@ -87,7 +95,7 @@ class FilePartWriter(mb.PartWriter):
             if self._is_committed(batch_id, part.query_id):
                 return FileCommitMessage(batch_id, index, skipped=True)
             files = _FilesOfPart(
-                folder=OutputFolder(self.fs, self.root, fsync=self.fsync),
+                folder=self._output(),
                 file_format=self.file_format,
                 limits=self.limits,
                 batch_id=batch_id,

@@ -10,7 +10,8 @@ tracks and cleans up, and a picklable :class:`~._split_reader.FileSplitReader` r
 
 from __future__ import annotations
 
-from typing import ClassVar
+import functools
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -71,13 +72,17 @@ class FileSource(mb.Source):
         options: mb.Options,
         *,
         user_schema: pa.Schema | None = None,
-        session: object = None,
+        session: Any = None,
         streaming: bool = True,
     ) -> None:
         super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
-        self._where = SourceLocation.resolve(options.path)  # no I/O: names the filesystem
         self._keys: tuple[str, ...] | None = None
         self._resolved = False
+
+    @functools.cached_property
+    def _where(self) -> SourceLocation:
+        """The source path on its filesystem, unchecked (naming the filesystem does no I/O)."""
+        return SourceLocation.resolve(self.opts.path)
 
     # -- per format -----------------------------------------------------------------------
     def make_format(self) -> FileFormat:

@@ -27,6 +27,20 @@ Hooks and what each receives (contract 2):
   :mod:`microbatch_testkit.data`'s edge cases).
 - ``expected_contents(committed) -> pyarrow.Table``: what ``read_back`` should return once the
   rows ``committed`` are visible (override for sinks that change data on the way).
+- ``expected_update_contents(batches) -> pyarrow.Table``: what update mode leaves after
+  ``batches`` (default: all their rows; override for a sink that upserts by key).
+- ``commit_crash_modules(writer) -> set[str]``: the top-level packages whose lines the
+  crash-inside-commit check kills at (default: the sink's, the writer's, ``microbatch``).
+
+Attributes: ``sink_class``, ``ordered``, ``output_mode``, ``query_name``, ``in_process_only``
+(a reason that skips the process check), ``engine_check``.
+
+Besides the data, replay, option and capability checks: complete mode replaces the previous
+batch; update mode keeps earlier rows; an exactly-once sink killed with SIGKILL at each line of
+its own ``commit`` (in a forked child; ``MICROBATCH_TESTKIT_COMMIT_KILLS`` sets how many kill
+points, ``all`` for every line) shows the batch wholly or not at all, and a replay by a new writer
+leaves it exactly once; every part is written in another process (``spawn``) from a pickled part
+writer; two available-now queries through the engine leave every batch once.
 
 :meth:`SinkContract.build` makes the sink as ``start()`` does: options parsed,
 ``sink_class(options, session=...)``, then ``stream_writer(WriteContext(...))``; it returns the

@@ -20,8 +20,9 @@ Hooks and what each receives (contract 2):
 - ``make_session()``: the ``session`` given to the connector object (and in ``ReadContext``).
 - ``bad_options() -> [(raw options, expected message part)]``: options the source must refuse.
 - ``produce(reader)``: make new data appear. ``reader`` is the :class:`~microbatch.StreamReader`
-  that is asked for ``latest_offset`` next (the one :meth:`SourceContract.build` returned);
-  most sources ignore it (write a file, add rows to a stream, move a test clock).
+  that is asked for ``latest_offset`` next (one :meth:`SourceContract.build` returned; in the
+  engine check, the running query's own); most sources ignore it (write a file, add rows to a
+  stream, move a test clock).
 - ``count_units(splits, limit) -> int``: for ``ReadMaxFiles``/``ReadMaxBytes`` limits, how
   many files or bytes the splits of ``reader.partitions(start, end)`` cover.
 
@@ -30,6 +31,16 @@ Hooks and what each receives (contract 2):
 once, then ``stream_reader(ReadContext(...))``; it returns the stream reader.
 :meth:`SourceContract.read_range` reads ``(start, end]`` through ``partitions()`` and
 ``split_reader().read(split)``.
+
+Attributes: ``source_class``, ``generates_data_on_its_own``, ``in_process_only`` (a reason
+that skips the process check), ``engine_check``, ``engine_batches``, ``engine_timeout``.
+
+Besides the offset, schema, limit and option checks: a replayed range reads the same rows, also
+after more data arrived and from a new instance; ``(a,b]`` then ``(b,c]`` reads exactly the rows
+of ``(a,c]``; a new instance over the same state has the same initial offset after data was
+added (a source starting at "the current end" must keep it in its state); every split is read
+in another process (``spawn``) from a pickled split reader, with the same rows; a real query
+through the engine yields, batch after batch, the rows of the whole range it covered.
 
 The checks that apply are chosen from the source's ``capabilities`` (``replayable``,
 ``available_now``); each failure names the offsets and the batch it was looking at.

@@ -321,8 +321,13 @@ class StreamReader(ABC):
 
     @abstractmethod
     def initial_offset(self) -> Offset:
-        """Where a new query starts. Called once, only when the checkpoint has no offsets; the
-        engine persists the result before the first batch."""
+        """Where a new query starts. Called when the checkpoint has no offsets yet.
+
+        The engine records the answer only with the first batch. A source whose initial offset
+        depends on when it is asked (the current end of a topic, "now") must keep it in
+        ``ReadContext.state`` on the first call and return the kept one afterwards, so that a
+        restart before the first batch starts from the same place (the test kit checks it).
+        """
 
     @abstractmethod
     def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:

@@ -208,7 +208,6 @@ def test_correct_sink_passes_and_each_broken_one_fails_its_check(run: pytest.Run
             "test_parts_of_a_batch_are_committed_together",
             "test_replayed_batch_is_applied_once",
             "test_parts_are_written_in_other_processes",
-            "test_commit_is_atomic_when_killed",
         },
         "TestUpdateReplaces": {"test_update_mode_keeps_the_rows_of_earlier_batches"},
         "TestDropsNulls": data_tests,

@@ -23,7 +23,8 @@ class ContractBase:
 
     Per test, ``self.tmp_path`` is a fresh folder and ``self.state`` a fresh
     :class:`~microbatch.StateStore` inside it; both are set before any hook is called.
-    ``self.built`` lists the connectors the test built so far (all stopped at its end).
+    ``self.built`` lists the stream readers or writers the test built so far (all stopped at its
+    end).
     """
 
     __test__ = False

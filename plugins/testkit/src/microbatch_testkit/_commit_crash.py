@@ -17,19 +17,30 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-__all__ = ["ENV_KILLS", "ChildCommit", "commit_in_child", "kill_points"]
+__all__ = [
+    "ALL_UP_TO",
+    "DEFAULT_KILLS",
+    "ENV_KILLS",
+    "TAIL",
+    "ChildCommit",
+    "commit_in_child",
+    "kill_points",
+]
 
 ENV_KILLS = "MICROBATCH_TESTKIT_COMMIT_KILLS"
 """How many kill points the crash-inside-commit check tries: a number, or ``all`` for every
-line the commit runs (the soak setting). Default :data:`DEFAULT_KILLS`."""
-DEFAULT_KILLS = 40
+line the commit runs (the soak setting). See :func:`kill_points` for the default."""
+ALL_UP_TO = 48
+DEFAULT_KILLS = 24
+TAIL = 8
 
-_TIMEOUT = 60.0
+_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -47,23 +58,31 @@ class ChildCommit:
 
 
 def kill_points(events: int) -> list[int]:
-    """The kill points to try for a commit that runs ``events`` line events: every one when
-    ``MICROBATCH_TESTKIT_COMMIT_KILLS`` is ``all`` or at least ``events``, else that many (default
-    40) spread evenly from the first line to the last."""
+    """The kill points to try for a commit that runs ``events`` line events.
+
+    Every one when there are at most :data:`ALL_UP_TO`; else :data:`DEFAULT_KILLS` spread evenly
+    from the first line to the last, plus the last :data:`TAIL` (where a sink typically records
+    the batch as applied). ``MICROBATCH_TESTKIT_COMMIT_KILLS`` overrides: ``all`` (the soak
+    setting) or a number of evenly spread points.
+    """
     if events <= 0:
         return []
     raw = os.environ.get(ENV_KILLS, "").strip().lower()
     if raw == "all":
         return list(range(1, events + 1))
     try:
-        wanted = int(raw) if raw else DEFAULT_KILLS
+        wanted = int(raw) if raw else None
     except ValueError:
         raise ValueError(f"{ENV_KILLS}={raw!r} is neither a number nor 'all'") from None
-    if wanted >= events:
+    if wanted is None and events <= ALL_UP_TO:
         return list(range(1, events + 1))
-    if wanted <= 1:
-        return [1]
-    return sorted({1 + round(index * (events - 1) / (wanted - 1)) for index in range(wanted)})
+    count = DEFAULT_KILLS if wanted is None else wanted
+    if count >= events:
+        return list(range(1, events + 1))
+    points = {1 + round(index * (events - 1) / max(count - 1, 1)) for index in range(count)}
+    if wanted is None:
+        points.update(range(max(1, events - TAIL + 1), events + 1))
+    return sorted(points)
 
 
 def _tracer(
@@ -98,7 +117,11 @@ def commit_in_child(
     commit to run), then run the commit under the line counter, killed at ``kill_at`` (never
     when ``None``). Returns how the child ended."""
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12 warns about fork() in a process with threads; the child only builds a
+        # writer and commits, and is killed or ends within the timeout
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 1
         try:
@@ -115,7 +138,7 @@ def commit_in_child(
                 run()
             finally:
                 sys.settrace(None)
-                threading.settrace(None)  # type: ignore[arg-type]
+                threading.settrace(None)  # type: ignore[arg-type, unused-ignore]
             report(f"done {count[0]}")
             code = 0
         except BaseException:

@@ -31,11 +31,8 @@ class TestRateContract(SourceContract):
         monkeypatch.setattr(RateSource, "clock", self.clock)
 
     def make_options(self) -> dict[str, Any]:
-        # One split: the kit compares a range read in one go with the same rows read in
-        # several batches, in order, and split p of n reads every n-th value, so with several
-        # splits the order of the rows depends on where the batches end (the unit tests and
-        # test_rate_process_pool.py cover several splits).
-        return {"rowsPerSecond": 7, "numPartitions": 1}
+        # Three splits: split p of n reads every n-th value, so the rows interleave.
+        return {"rowsPerSecond": 7, "numPartitions": 3}
 
     def produce(self, reader: StreamReader) -> None:
         self.clock.now += 3
@@ -53,12 +50,12 @@ class TestRateMicroBatchContract(SourceContract):
     generates_data_on_its_own = True
 
     def make_options(self) -> dict[str, Any]:
-        # One split, for the reason given in TestRateContract; and no timestamp advance, since
-        # every row of a batch is stamped with its batch's timestamp (as in Spark), so a range
-        # read in one go is stamped otherwise than the same rows read in several batches.
+        # No timestamp advance: every row of a batch is stamped with its batch's timestamp (as
+        # in Spark), so a range read in one go is stamped otherwise than the same rows read in
+        # several batches.
         return {
             "rowsPerBatch": 11,
-            "numPartitions": 1,
+            "numPartitions": 3,
             "startTimestamp": 1000,
             "advanceMillisPerBatch": 0,
         }

@@ -10,7 +10,8 @@ import pytest
 
 from microbatch import ReadAllAvailable, SourceContext
 from microbatch.errors import SourceError
-from microbatch_file import _formats, _parse_modes
+from microbatch.json_decoder import JsonDecoder
+from microbatch_file import _formats
 from microbatch_file.sources import CsvFileSource, FileSource, JsonFileSource, TextFileSource
 
 JSON_LINES = (
@@ -104,7 +105,7 @@ def test_clean_json_takes_the_fast_path(json_folder: Path, monkeypatch: pytest.M
     def no_fallback(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a clean file must be read by one pyarrow.json.read_json call")
 
-    monkeypatch.setattr(_parse_modes, "ParseJson", no_fallback)
+    monkeypatch.setattr(JsonDecoder, "decode_values", no_fallback)
     assert read_all(JsonFileSource, json_folder, pa.schema([("a", pa.int64())])) == [
         {"a": 1},
         {"a": 2},

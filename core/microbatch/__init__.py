@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .batch_log import BatchLog
 from .connector import (
     BatchSink,
     Guarantee,
@@ -31,6 +32,7 @@ from .connector import (
 )
 from .errors import (
     ConfigurationError,
+    MalformedJsonError,
     MicrobatchError,
     OptionError,
     StreamingQueryException,
@@ -51,6 +53,7 @@ from .state import StateStore
 
 if TYPE_CHECKING:
     from .frame import StreamFrame
+    from .json_decoder import JsonDecoder
     from .progress import StreamingQueryListener, StreamingQueryProgress
     from .query import StreamingQuery, StreamingQueryManager
     from .session import Session
@@ -69,6 +72,7 @@ _LAZY = {
     "StreamingQueryListener": "progress",
     "StreamingQueryProgress": "progress",
     "Trigger": "triggers",
+    "JsonDecoder": "json_decoder",
     "Pipeline": "transforms",
     "parse_ddl": "types",
 }
@@ -98,10 +102,13 @@ def lit(value: Any) -> Any:
 __all__ = [
     "AtLeastOneOf",
     "AtMostOneOf",
+    "BatchLog",
     "BatchSink",
     "ConfigurationError",
     "ExactlyOneOf",
     "Guarantee",
+    "JsonDecoder",
+    "MalformedJsonError",
     "MicrobatchError",
     "Offset",
     "Option",

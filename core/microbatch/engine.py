@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from ._redact import describe_error
-from .checkpoint import BatchEntry, Checkpoint
+from .checkpoint import BatchEntry, Checkpoint, SourceRange
 from .connector import Offset, ReadAllAvailable, ReadLimit, Sink, Source, part_scope
 from .errors import SchemaMismatchError
 from .progress import StreamingQueryProgress, iso_timestamp
@@ -132,7 +132,7 @@ class MicroBatchEngine:
         A corrupted or inconsistent checkpoint raises here, before anything is written.
         """
         self._set_status("Initializing sources", False, False)
-        latest = self.checkpoint.latest_offsets()
+        latest = self.checkpoint.latest_offsets(sources=1)
         if latest is None:
             self._start = self.source.initial_offset()
             self._next_batch_id = 0
@@ -206,9 +206,9 @@ class MicroBatchEngine:
             return False
         entry = BatchEntry(
             batch_id=self._next_batch_id,
-            start=self._start,
-            end=end,
+            sources=(SourceRange(self._start, end),),
             timestamp_ms=int(trigger_start * 1000),
+            conf=self.checkpoint.fixed_conf,
         )
         self._run_batch(entry, trigger_start=trigger_start, latest_ms=latest_ms, replay=False)
         return True

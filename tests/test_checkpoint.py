@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from microbatch.checkpoint import BatchEntry, Checkpoint
+from microbatch.checkpoint import BatchEntry, Checkpoint, SourceRange
 from microbatch.errors import (
     CheckpointError,
     CheckpointInUseError,
@@ -20,7 +20,9 @@ from microbatch.state import StateStore
 
 
 def entry(batch_id: int) -> BatchEntry:
-    return BatchEntry(batch_id, {"offset": batch_id}, {"offset": batch_id + 1}, 1000 + batch_id)
+    return BatchEntry(
+        batch_id, (SourceRange({"offset": batch_id}, {"offset": batch_id + 1}),), 1000 + batch_id
+    )
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -90,7 +92,9 @@ def test_corrupted_files_are_named(tmp_path: Path) -> None:
     checkpoint.open(source="rate", sink="memory")
     checkpoint.write_offsets(entry(0))
     (tmp_path / "cp" / "offsets" / "0").write_text('{"batchId": 0, "sta')
-    with pytest.raises(CorruptCheckpointError, match=r"offsets/0 is corrupted"):
+    with pytest.raises(
+        CorruptCheckpointError, match=r"offsets/0 is not a valid entry \(it is not valid JSON\)"
+    ):
         Checkpoint(location).latest_offsets()
     (tmp_path / "cp" / "offsets" / "0").write_text('{"batchId": 0}')
     with pytest.raises(CorruptCheckpointError, match=r"offsets/0 is not a valid offset log entry"):

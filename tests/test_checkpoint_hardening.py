@@ -16,7 +16,7 @@ import pytest
 
 import microbatch as mb
 from microbatch import errors
-from microbatch.checkpoint import BatchEntry, Checkpoint
+from microbatch.checkpoint import BatchEntry, Checkpoint, SourceRange
 from microbatch.cli import main
 from microbatch.errors import CheckpointMismatchError, CorruptCheckpointError
 from microbatch.options import Option, OptionSpec
@@ -64,7 +64,9 @@ def output_ids(session: mb.Session, sink: Path, fmt: str = "parquet") -> list[in
 
 
 def entry(batch_id: int) -> BatchEntry:
-    return BatchEntry(batch_id, {"offset": batch_id}, {"offset": batch_id + 1}, 1000 + batch_id)
+    return BatchEntry(
+        batch_id, (SourceRange({"offset": batch_id}, {"offset": batch_id + 1}),), 1000 + batch_id
+    )
 
 
 def metadata(checkpoint: Path) -> dict[str, Any]:

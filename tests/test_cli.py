@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from microbatch.checkpoint import BatchEntry, Checkpoint
+from microbatch.checkpoint import BatchEntry, Checkpoint, SourceRange
 from microbatch.cli import main
 from microbatch.registry import ConnectorRegistry
 
@@ -241,7 +241,11 @@ def make_checkpoint(url: str, *, batches: int, committed: int) -> Checkpoint:
     for batch_id in range(batches):
         start = None if batch_id == 0 else {"offset": batch_id * 10}
         checkpoint.write_offsets(
-            BatchEntry(batch_id, start, {"offset": (batch_id + 1) * 10}, 1_700_000_000_000)
+            BatchEntry(
+                batch_id,
+                (SourceRange(start, {"offset": (batch_id + 1) * 10}),),
+                1_700_000_000_000,
+            )
         )
         if batch_id < committed:
             checkpoint.write_commit(batch_id, 10)
@@ -298,7 +302,7 @@ def test_inspect_corrupted_file_names_it(
     (tmp_path / "offsets" / "1").write_text('{"batchId": 1, "start"')
     assert main(["checkpoint", "inspect", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert f"{tmp_path}/offsets/1 is corrupted" in err
+    assert f"{tmp_path}/offsets/1 is not a valid entry (it is not valid JSON)" in err
 
 
 def test_inspect_offset_entry_missing_fields(

@@ -3,11 +3,11 @@ row, and compare the sink with the batches the checkpoint planned: none missing,
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from microbatch.checkpoint import Checkpoint
 from microbatch_testkit import crash
 
 SCRIPT = (
@@ -25,10 +25,11 @@ def planned_values(checkpoint: Path) -> list[int]:
     """Every value of every batch the checkpoint's offset log planned (rate-micro-batch
     offsets count rows)."""
     values: list[int] = []
-    for entry in sorted((checkpoint / "offsets").iterdir(), key=lambda p: int(p.name)):
-        logged = json.loads(entry.read_text())
-        values.extend(range(logged["start"]["offset"], logged["end"]["offset"]))
-        assert (checkpoint / "commits" / entry.name).exists(), f"batch {entry.name} uncommitted"
+    logs = Checkpoint(str(checkpoint))
+    for batch_id in logs.batch_ids(logs.offsets):
+        logged = logs.read_offsets(batch_id)
+        values.extend(range(logged.start["offset"], logged.end["offset"]))  # type: ignore[index]
+        assert logs.is_committed(batch_id), f"batch {batch_id} uncommitted"
     return values
 
 

@@ -330,7 +330,9 @@ def test_corrupted_checkpoint_file_gives_one_clear_error(session: Any, tmp_path:
     query.await_termination()
     (location / "offsets" / "0").write_text("{not json")
     snapshot = {p: p.read_bytes() for p in location.rglob("*") if p.is_file()}
-    with pytest.raises(CorruptCheckpointError, match=r"offsets/0 is corrupted"):
+    with pytest.raises(
+        CorruptCheckpointError, match=r"offsets/0 is not a valid entry \(it is not valid JSON\)"
+    ):
         rate(session).write_stream.format("noop").option(
             "checkpointLocation", str(location)
         ).start()

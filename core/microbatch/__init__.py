@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .batch_log import BatchLog
 from .connector import (
     BatchWriter,
     CommitMessage,
@@ -45,6 +46,7 @@ from .errors import (
     CheckpointMismatchError,
     ConfigurationError,
     CorruptCheckpointError,
+    MalformedJsonError,
     MicrobatchError,
     OptionError,
     PluginLoadError,
@@ -75,6 +77,7 @@ from .state import StateStore
 
 if TYPE_CHECKING:
     from .frame import StreamFrame
+    from .json_decoder import JsonDecoder
     from .ledger import BatchLedger
     from .progress import StreamingQueryListener, StreamingQueryProgress
     from .query import StreamingQuery, StreamingQueryManager
@@ -95,6 +98,7 @@ _LAZY = {
     "StreamingQueryListener": "progress",
     "StreamingQueryProgress": "progress",
     "Trigger": "triggers",
+    "JsonDecoder": "json_decoder",
     "Pipeline": "transforms",
     "parse_ddl": "types",
 }
@@ -125,6 +129,7 @@ __all__ = [
     "AtLeastOneOf",
     "AtMostOneOf",
     "BatchLedger",
+    "BatchLog",
     "BatchWriter",
     "CheckpointError",
     "CheckpointInUseError",
@@ -134,6 +139,8 @@ __all__ = [
     "CorruptCheckpointError",
     "ExactlyOneOf",
     "Guarantee",
+    "JsonDecoder",
+    "MalformedJsonError",
     "MicrobatchError",
     "Offset",
     "Option",

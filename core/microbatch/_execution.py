@@ -56,6 +56,7 @@ def start_query(session: Session, plan: QueryPlan, settings: QuerySettings) -> S
         location,
         retain=session.conf.get("minBatchesToRetain"),
         fsync=session.conf.get("checkpointFsync"),
+        session_conf=session.conf.fixed_per_checkpoint(),
     )
     checkpoint.metadata()  # a corrupted metadata file fails here, before anything is written
     run_id = str(uuid.uuid4())

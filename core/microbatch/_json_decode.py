@@ -1,7 +1,8 @@
-"""Decoding a column of JSON documents into typed Arrow columns (the engine of ``ParseJson``).
+"""The engine of :mod:`microbatch.json_decoder`: JSON texts into typed Arrow columns.
 
-Clean blocks take pyarrow's fast path; a block that fails is split to find its bad rows, and
-only those are checked with the stdlib ``json`` module.
+Clean input takes pyarrow's fast path; input that fails is split to find its bad rows, and
+only those are checked with the stdlib ``json`` module. Each bad row gets a :class:`Problem`
+(kind, message, column, position), never a text that must be parsed again.
 
 pyarrow's JSON reader (26.0.1, apache/arrow#47409) crashes the process (SIGSEGV) when one of
 its internal blocks starts with a top-level ``null`` (or such a value spans a block boundary).
@@ -10,25 +11,26 @@ spans several blocks and a row holds more than one document (``{"a":1} null``). 
 holds a line break the reader splits blocks only between rows; otherwise rows that may hold
 such a ``null`` are found with a regular expression and checked with the stdlib before
 pyarrow sees them, and the input is read as one block: a block that starts after a line
-break inside a row with any other value than an object (``{"a":1}\n"x"``, ``\n1``,
-``\ntrue``) aborts the process too (an uncaught C++ exception).
+break inside a row with any other value than an object (``{"a":1}\\n"x"``, ``\\n1``,
+``\\ntrue``) aborts the process too (an uncaught C++ exception). A block of JSON Lines text is
+never handed to pyarrow when one of its lines starts with ``null`` (:func:`lines_safe_for_arrow`).
 """
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from microbatch.errors import SchemaError, TransformError
+from microbatch.errors import SchemaError
 from microbatch.types import checked_cast, type_to_ddl
 
 _JSON = json.JSONDecoder(parse_float=Decimal)
@@ -37,8 +39,39 @@ _SCREEN_ROWS = 512  # ... and parts this small are checked row by row with the s
 _AFTER_VALUE_NULL = r"[^:,\[\s\x{FEFF}][\s\x{FEFF}]*null"
 """``null`` after something that may end a JSON value: a top-level ``null`` (inside a valid
 object ``null`` only follows ":", "," or "[")."""
+_NULL_LINE = r"(?:^|[\r\n])[\s\x{FEFF}]*null"
+"""A line that starts with ``null`` after blanks or byte-order marks (pyarrow's reader also
+breaks lines at a lone CR)."""
 _FLOAT32 = pa.float32()
 _BLOCK = 1 << 20  # the block size of read_json
+_READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError)
+# Arrow scalars made once: a Python value given to a compute function is converted on each
+# call, and pyarrow 26 then tries (and fails) to import dateutil, which costs about 0.8 ms
+_EMPTY_OBJECT = pa.scalar("{}")
+_NEWLINE = pa.scalar("\n")
+_FALSE = pa.scalar(False)
+_ZERO = pa.scalar(0, pa.uint8())
+_NO_LENGTH = pa.scalar(0, pa.int32())
+
+# the kinds of Problem (the values of microbatch.json_decoder.MalformedKind)
+INVALID_UTF8 = "invalid_utf8"
+INVALID_JSON = "invalid_json"
+NOT_AN_OBJECT = "not_an_object"
+BAD_VALUE = "bad_value"
+OUT_OF_RANGE = "out_of_range"
+
+
+class Problem(NamedTuple):
+    """Why one row is malformed."""
+
+    kind: str
+    message: str
+    column: str | None = None
+    position: int | None = None
+
+
+Bad = dict[int, Problem | None]
+"""Malformed rows by index; None while the reason is not known yet."""
 
 
 def type_text(dtype: pa.DataType) -> str:
@@ -49,8 +82,8 @@ def type_text(dtype: pa.DataType) -> str:
 
 
 # -- JSON ------------------------------------------------------------------------------------
-class JsonDecoder:
-    """Decodes JSON object texts, one per row, into typed arrays.
+class Engine:
+    """Decodes JSON object texts, one per row, into typed arrays of ``schema``.
 
     The fast path is one ``pyarrow.json.read_json`` call for all rows (the caller guarantees
     every row starts with "{" and ends with "}", so rows joined with newlines cannot merge, and
@@ -61,9 +94,10 @@ class JsonDecoder:
 
     def __init__(self, schema: pa.Schema) -> None:
         self.fields = [f.with_nullable(True) for f in schema]
-        self.converters = {f.name: _converter(f.type) for f in self.fields}
+        self.converters = {f.name: _converter(f.type, f.name) for f in self.fields}
         self.arrow = pa.schema([f for f in self.fields if _arrow_reads(f)])
         read = pa.schema([f.with_type(_read_type(f.type)) for f in self.arrow])
+        self.needs_cast = read != self.arrow
         self.options = pajson.ParseOptions(
             explicit_schema=read, unexpected_field_behavior="ignore", newlines_in_values=True
         )
@@ -71,57 +105,92 @@ class JsonDecoder:
             explicit_schema=read, unexpected_field_behavior="ignore", newlines_in_values=False
         )
 
-    def decode(self, lines: pa.Array) -> tuple[dict[str, pa.Array], dict[int, str | None]]:
+    def decode(self, lines: pa.Array) -> tuple[dict[str, pa.Array], Bad]:
         """Arrays by field name, aligned with ``lines``, and the bad rows (reason if known)."""
-        bad: dict[int, str | None] = {}
+        bad: Bad = {}
         readable = lines
         if len(self.arrow):
             bad.update(_null_documents(lines))
             if bad:
-                readable = pc.if_else(_mask(len(lines), bad), "{}", lines)
+                readable = pc.if_else(mask(len(lines), bad), _EMPTY_OBJECT, lines)
         table = self._read(readable)[0] if len(self.arrow) else None
         if table is None and len(self.arrow):
             bad.update(self._isolate(readable, range(len(lines)), screen=True))
-            table = self._read(pc.if_else(_mask(len(lines), bad), "{}", readable))[0]
+            table = self._read(pc.if_else(mask(len(lines), bad), _EMPTY_OBJECT, readable))[0]
         columns = {} if table is None else {n: table[n].combine_chunks() for n in self.arrow.names}
         rest = [f for f in self.fields if f.name not in columns]
         if rest:
             arrays, errors = self.python(lines.to_pylist(), rest)
             columns.update(zip([f.name for f in rest], arrays, strict=True))
-            bad = {**errors, **{row: reason or errors.get(row) for row, reason in bad.items()}}
+            bad = {**errors, **{row: problem or errors.get(row) for row, problem in bad.items()}}
         return columns, bad
+
+    def read_lines(self, data: bytes) -> pa.Table | None:
+        """A block of JSON Lines text in one ``read_json`` call, or None when any line is
+        malformed (or may be: see :func:`lines_safe_for_arrow`) or a column is not one
+        pyarrow reads. Blank lines are no rows."""
+        if not len(self.arrow) or len(self.arrow) != len(self.fields):
+            return None
+        if not lines_safe_for_arrow(data):
+            return None
+        block = _BLOCK
+        for _attempt in range(2):
+            options = pajson.ReadOptions(use_threads=len(data) > 2 * block, block_size=block)
+            try:
+                table = pajson.read_json(pa.BufferReader(data), options, self.one_per_line)
+                break
+            except _READ_ERRORS as error:
+                # a line longer than a block: read it again as one block
+                if "straddling" not in str(error) or block > len(data):
+                    return None
+                block = len(data) + 1
+        else:
+            return None
+        if table.num_rows != _line_count(data) and table.num_rows != _filled_lines(data):
+            return None  # a line held several documents
+        table = table.select(self.arrow.names)
+        if self.needs_cast:
+            try:
+                table = checked_cast(table, self.arrow)
+            except _READ_ERRORS:
+                return None
+        return table
 
     def python(
         self, lines: list[str], fields: list[pa.Field] | None = None
-    ) -> tuple[list[pa.Array], dict[int, str]]:
-        """Decode ``lines`` with the stdlib: one array per field, and the errors by row."""
+    ) -> tuple[list[pa.Array], dict[int, Problem]]:
+        """Decode ``lines`` with the stdlib: one array per field, and the problems by row."""
         fields = self.fields if fields is None else fields
         values: list[list[Any]] = [[] for _ in fields]
-        errors: dict[int, str] = {}
+        errors: dict[int, Problem] = {}
         for row, line in enumerate(lines):
-            document, error = _load_object(line)
-            if error:
-                errors[row] = error
+            document, problem = _load_object(line)
+            if problem:
+                errors[row] = problem
             for out, f in zip(values, fields, strict=True):
                 try:
                     out.append(self.converters[f.name](document.get(f.name)))
                 except _Unreadable as exc:
-                    errors.setdefault(row, f"column '{f.name}': {exc}")
+                    message = f"column '{f.name}': {exc}"
+                    errors.setdefault(row, Problem(exc.kind, message, f.name))
                     out.append(None)
         return [_array(out, f, errors) for out, f in zip(values, fields, strict=True)], errors
 
-    def reason(self, line: str) -> str:
+    def reason(self, line: str) -> Problem:
         """Why ``line`` cannot be decoded."""
-        return self.python([line])[1].get(0) or self._read(pa.array([line]))[1] or "unknown error"
+        found = self.python([line])[1].get(0)
+        if found is not None:
+            return found
+        return Problem(INVALID_JSON, self._read(pa.array([line]))[1] or "unknown error")
 
-    def _isolate(self, lines: pa.Array, rows: Sequence[int], screen: bool) -> dict[int, str | None]:
+    def _isolate(self, lines: pa.Array, rows: Sequence[int], screen: bool) -> Bad:
         """The rows among ``rows`` (which fail to read together) that Arrow cannot read."""
         if len(rows) == 1:
             return {rows[0]: None}
-        bad: dict[int, str | None] = {}
+        bad: Bad = {}
         if screen and len(rows) <= _SCREEN_ROWS:
             _, errors = self.python(_take(lines, rows).to_pylist())
-            bad = {rows[i]: reason for i, reason in errors.items()}
+            bad = {rows[i]: problem for i, problem in errors.items()}
             rest = [row for row in rows if row not in bad]
             if rest and self._read(_take(lines, rest))[0] is None:
                 bad.update(self._isolate(lines, rest, screen=False))
@@ -136,7 +205,7 @@ class JsonDecoder:
     def _read(self, lines: pa.Array) -> tuple[pa.Table | None, str]:
         """The table for ``lines`` or ``(None, reason)``; never a partial result."""
         one_list = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
-        data = pc.binary_join(one_list, "\n")[0].as_buffer()
+        data = pc.binary_join(one_list, _NEWLINE)[0].as_buffer()
         longest = pc.max(pc.binary_length(lines)).as_py() or 0
         block = max(_BLOCK, longest + 2)  # threads only pay off with several blocks
         parse = self.options
@@ -158,31 +227,73 @@ class JsonDecoder:
             return None, str(exc)
 
 
-def json_lines(source: pa.Array, name: str) -> tuple[pa.Array, dict[int, str | None]]:
-    """One JSON object text per row of ``source`` ("{}" for null, blank and malformed rows),
-    and the rows known to be malformed."""
-    kinds = (
-        pa.types.is_binary,
-        pa.types.is_large_binary,
-        pa.types.is_string,
-        pa.types.is_large_string,
+def is_text(dtype: pa.DataType) -> bool:
+    """Whether values of ``dtype`` can be decoded (string or binary)."""
+    return bool(
+        pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+        or pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
     )
-    if not any(is_kind(source.type) for is_kind in kinds):
-        raise TransformError(
-            f"ParseJson: column '{name}' has type {source.type}; it must be string or binary "
-            f"(cast it first, e.g. Cast.of({{'{name}': 'STRING'}}))"
-        )
+
+
+def json_lines(source: pa.Array) -> tuple[pa.Array, Bad]:
+    """One JSON object text per row of ``source`` (string or binary; "{}" for null, blank and
+    malformed rows), and the rows known to be malformed."""
     text, bad = _utf8(source)
     shaped = _shaped(text)
     if not pc.all(shaped).as_py():
         text = pc.utf8_trim_whitespace(text)
         shaped = _shaped(text)
-        odd = pc.and_(pc.invert(shaped), pc.greater(pc.binary_length(text), 0))
-        bad.update(dict.fromkeys(pc.indices_nonzero(pc.fill_null(odd, False)).to_pylist()))
-    return pc.if_else(pc.fill_null(shaped, False), text, "{}"), bad
+        odd = pc.and_(pc.invert(shaped), pc.greater(pc.binary_length(text), _NO_LENGTH))
+        bad.update(dict.fromkeys(pc.indices_nonzero(pc.fill_null(odd, _FALSE)).to_pylist()))
+    return pc.if_else(pc.fill_null(shaped, _FALSE), text, _EMPTY_OBJECT), bad
 
 
-def _null_documents(lines: pa.Array) -> dict[int, str]:
+def lines_safe_for_arrow(data: bytes) -> bool:
+    """Whether a block of JSON Lines text is valid UTF-8 (``read_json`` does not check that
+    strings are) and has no line that starts with ``null`` (see the module docstring).
+
+    When every line starts with "{" (the usual case) two searches with a literal first
+    character tell so at memchr speed; only other blocks are searched for such a line.
+    """
+    try:
+        text = pa.array([data], pa.large_binary()).cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    every_line_an_object = (
+        data[:1] == b"{"
+        and not _matches(text, "\n[^{]")
+        and (b"\r" not in data or not _matches(text, "\r[^\n]"))
+    )
+    return every_line_an_object or not _matches(text, _NULL_LINE)
+
+
+def split_lines(data: bytes, first_line: int) -> tuple[list[bytes], list[int]]:
+    """The non-blank lines of a block (without a trailing CR) and their line numbers."""
+    texts, numbers = [], []
+    for offset, line in enumerate(data.split(b"\n")):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line.strip():
+            texts.append(line)
+            numbers.append(first_line + offset)
+    return texts, numbers
+
+
+def _matches(text: pa.Array, pattern: str) -> bool:
+    return bool(pc.any(pc.match_substring_regex(text, pattern)).as_py())
+
+
+def _line_count(data: bytes) -> int:
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def _filled_lines(data: bytes) -> int:
+    return sum(1 for line in data.split(b"\n") if line.strip())
+
+
+def _null_documents(lines: pa.Array) -> dict[int, Problem]:
     """The rows holding a top-level ``null`` after a document, with the reason.
 
     Only input that ``read_json`` reads in several blocks can crash it (one block starts with
@@ -193,11 +304,11 @@ def _null_documents(lines: pa.Array) -> dict[int, str]:
         return {}
     if not _line_breaks(lines):
         return {}  # read one row per line: every block starts with a row's "{"
-    found: dict[int, str] = {}
+    found: dict[int, Problem] = {}
     for row in pc.indices_nonzero(pc.match_substring_regex(lines, _AFTER_VALUE_NULL)).to_pylist():
-        _, error = _load_object(lines[row].as_py())
-        if error:
-            found[row] = error
+        _, problem = _load_object(lines[row].as_py())
+        if problem:
+            found[row] = problem
     return found
 
 
@@ -221,23 +332,23 @@ def _shaped(text: pa.Array) -> pa.Array:
     return pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))
 
 
-def _utf8(source: pa.Array) -> tuple[pa.Array, dict[int, str | None]]:
+def _utf8(source: pa.Array) -> tuple[pa.Array, Bad]:
     try:
         return source.cast(pa.string()), {}
     except pa.ArrowInvalid:
         pass
     texts: list[str | None] = []
-    bad: dict[int, str | None] = {}
+    bad: Bad = {}
     for row, raw in enumerate(source.to_pylist()):
         try:
             texts.append(None if raw is None else raw.decode())
         except UnicodeDecodeError as exc:
-            bad[row] = f"invalid UTF-8 at byte {exc.start}"
+            bad[row] = Problem(INVALID_UTF8, f"invalid UTF-8 at byte {exc.start}", None, exc.start)
             texts.append("{}")
     return pa.array(texts, pa.string()), bad
 
 
-def _array(values: list[Any], column: pa.Field, errors: dict[int, str]) -> pa.Array:
+def _array(values: list[Any], column: pa.Field, errors: dict[int, Problem]) -> pa.Array:
     try:
         return pa.array(values, column.type)
     except (pa.ArrowException, ValueError, TypeError, OverflowError):
@@ -246,45 +357,50 @@ def _array(values: list[Any], column: pa.Field, errors: dict[int, str]) -> pa.Ar
         try:
             pa.scalar(value, column.type)
         except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:
-            errors.setdefault(row, f"column '{column.name}': {exc}")
+            message = f"column '{column.name}': {exc}"
+            errors.setdefault(row, Problem(OUT_OF_RANGE, message, column.name))
             values[row] = None
     return pa.array(values, column.type)
 
 
-def _load_object(line: str) -> tuple[dict[str, Any], str | None]:
+def _load_object(line: str) -> tuple[dict[str, Any], Problem | None]:
     try:
         document = _JSON.decode(line)
     except json.JSONDecodeError as exc:
-        return {}, f"invalid JSON: {exc}"
+        return {}, Problem(INVALID_JSON, f"invalid JSON: {exc}", None, exc.pos)
     except RecursionError:
-        return {}, "invalid JSON: nested too deeply"
+        return {}, Problem(INVALID_JSON, "invalid JSON: nested too deeply")
     if not isinstance(document, dict):
-        return {}, f"expected a JSON object, got {preview(document)}"
+        return {}, Problem(NOT_AN_OBJECT, f"expected a JSON object, got {preview(document)}")
     return document, None
 
 
 class _Unreadable(ValueError):
-    """A JSON value that cannot mean its column's type."""
+    """A JSON value that cannot mean its column's type (``kind``: a Problem kind)."""
+
+    def __init__(self, message: str, kind: str = BAD_VALUE) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
-def _converter(dtype: pa.DataType) -> Callable[[Any], Any]:
+def _converter(dtype: pa.DataType, name: str) -> Callable[[Any], Any]:
     """A function turning a ``json.loads`` value into a Python value for ``dtype``.
 
     It raises ``_Unreadable`` when the JSON type does not match (the rules of ``read_json``).
     """
     if isinstance(dtype, pa.StructType):
-        items = [(f.name, _converter(f.type)) for f in dtype]
+        items = [(f.name, _converter(f.type, name)) for f in dtype]
         return _checked((dict,), dtype, lambda v: {n: to(v.get(n)) for n, to in items})
     if isinstance(dtype, pa.MapType):
         if not pa.types.is_string(dtype.key_type):
-            raise TransformError(
-                f"ParseJson: {type_text(dtype)} cannot hold a JSON object, whose keys are "
+            raise SchemaError(
+                f"Column '{name}': {type_text(dtype)} cannot hold a JSON object, whose keys are "
                 "strings; use MAP<STRING, ...>"
             )
-        to_item = _converter(dtype.item_type)
+        to_item = _converter(dtype.item_type, name)
         return _checked((dict,), dtype, lambda v: [(k, to_item(x)) for k, x in v.items()])
     if isinstance(dtype, pa.ListType | pa.LargeListType):
-        to_value = _converter(dtype.value_type)
+        to_value = _converter(dtype.value_type, name)
         return _checked((list,), dtype, lambda v: [to_value(x) for x in v])
     if dtype == _FLOAT32:
         return _checked((int, float, Decimal), dtype, _float32)
@@ -332,7 +448,8 @@ def _float32(value: int | float | Decimal) -> float:
     try:
         struct.pack("<f", number)
     except OverflowError:
-        raise _Unreadable(f"{preview(number)} is out of range for FLOAT") from None
+        message = f"{preview(number)} is out of range for FLOAT"
+        raise _Unreadable(message, OUT_OF_RANGE) from None
     return number
 
 
@@ -350,7 +467,7 @@ def _read_type(dtype: pa.DataType) -> pa.DataType:
     """The type to ask ``read_json`` for: it reads DATE only from numbers (read text), shifts
     TIMESTAMP_NTZ text with an offset (read text; the cast refuses offsets) and makes FLOAT
     values out of range infinite (read DOUBLE; the cast is checked)."""
-    if pa.types.is_date32(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is None):
+    if pa.types.is_date(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is None):
         return pa.string()
     if dtype == _FLOAT32:
         return pa.float64()
@@ -379,8 +496,13 @@ def _take(lines: pa.Array, rows: Sequence[int]) -> pa.Array:
     return lines.take(pa.array(rows, pa.int64()))
 
 
-def _mask(length: int, rows: Mapping[int, object]) -> pa.Array:
-    return pa.array([row in rows for row in range(length)], pa.bool_())
+def mask(length: int, rows: Iterable[int]) -> pa.Array:
+    """A boolean array of ``length``, true at ``rows``."""
+    flags = bytearray(length)
+    for row in rows:
+        flags[row] = 1
+    values = pa.Array.from_buffers(pa.uint8(), length, [None, pa.py_buffer(flags)])
+    return pc.not_equal(values, _ZERO)
 
 
 def patch(column: pa.Array, rows: list[int], values: pa.Array) -> pa.Array:
@@ -391,11 +513,10 @@ def patch(column: pa.Array, rows: list[int], values: pa.Array) -> pa.Array:
     return pa.concat_arrays([column, values]).take(pa.array(indices, pa.int64()))
 
 
-def corrupt_texts(source: pa.Array, bad: dict[int, str | None]) -> pa.Array:
-    if not bad:
-        return pa.nulls(len(source), pa.string())
+def corrupt_texts(source: pa.Array, rows: Iterable[int]) -> pa.Array:
+    """The raw text of ``source`` at ``rows`` (invalid UTF-8 replaced), null elsewhere."""
     texts: list[str | None] = [None] * len(source)
-    for row in bad:
+    for row in rows:
         texts[row] = raw_text(source, row)
     return pa.array(texts, pa.string())
 

@@ -1,15 +1,27 @@
 """The checkpoint: a folder of plain JSON files that makes a query restartable.
 
-Layout::
+Layout (format 2)::
 
-    <checkpoint>/metadata        {"id": <query id>, "version": 1, "source": ..., "sink": ...,
+    <checkpoint>/metadata        {"id": <query id>, "version": 2, "source": ..., "sink": ...,
                                   "identity": {"source": {...}, "sink": {...}}}
     <checkpoint>/lock            {"runId", "pid", "host", "startedAt"} while a run holds it
                                  (taken over through ``.lock.takeover-*`` markers when stale)
-    <checkpoint>/offsets/<N>     written BEFORE batch N has any side effect (the write-ahead log)
+    <checkpoint>/offsets/<N>     written BEFORE batch N has any side effect (the write-ahead
+                                 log): a range per source, the watermark, the fixed settings
+                                 (see :mod:`microbatch._batch_entry`)
     <checkpoint>/commits/<N>     written AFTER the sink committed batch N
-    <checkpoint>/sources/0/      the source's own state
+    <checkpoint>/sources/<i>/    the own state of source i (plan order)
     <checkpoint>/sink/           the sink's own state
+    <checkpoint>/state/<op>/     the state of stateful operator op (plan order), a folder per
+                                 partition below it
+
+**Formats.** ``version`` in the metadata is the checkpoint's format, and every offset entry
+says its own (format 1, written by microbatch 0.1, has one source range and nothing else). A
+format-1 checkpoint is upgraded in place when a query starts on it: one atomic rewrite of the
+metadata (``"version": 2, "upgradedFrom": 1``) before the first format-2 entry is written.
+The older entries stay as they are and are read as format 1, so a process killed at any
+moment leaves a checkpoint that is either still format 1 or already format 2, and restarts
+either way. A newer format than this code reads is refused with an error naming the file.
 
 Every file is written atomically through fsspec (see :class:`~microbatch.state.StateStore`),
 so a checkpoint may live on any filesystem fsspec reaches, ``memory://`` included.
@@ -26,14 +38,24 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
+from ._batch_entry import (
+    FORMAT_VERSION,
+    READABLE_VERSIONS,
+    BatchEntry,
+    SourceRange,
+    check_format_version,
+    log_id,
+)
 from ._checkpoint_lock import acquire_lock, parse_lock, young_lock_temporary
 from ._checkpoint_lock import lock_holder as holder_of
+from ._fixed_conf import resolve
 from ._identity import describe_changes
+from .batch_log import BatchLog
 from .errors import (
     CheckpointError,
     CheckpointInUseError,
@@ -43,11 +65,9 @@ from .errors import (
 from .progress import iso_timestamp
 from .state import StateStore
 
-__all__ = ["FORMAT_VERSION", "BatchEntry", "Checkpoint"]
+__all__ = ["FORMAT_VERSION", "READABLE_VERSIONS", "BatchEntry", "Checkpoint", "SourceRange"]
 
 log = logging.getLogger("microbatch.checkpoint")
-
-FORMAT_VERSION = 1
 
 # Checkpoints held by running queries of this process. A lock file naming this process is
 # stale exactly when its checkpoint is not in this set.
@@ -55,42 +75,19 @@ _HELD: set[tuple[str, str]] = set()
 _HELD_GUARD = threading.Lock()
 
 
-@dataclass(frozen=True)
-class BatchEntry:
-    """One offset-log entry: batch ``batch_id`` covers the source range ``(start, end]``."""
-
-    batch_id: int
-    start: dict[str, Any] | None
-    end: dict[str, Any]
-    timestamp_ms: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "batchId": self.batch_id,
-            "batchTimestampMs": self.timestamp_ms,
-            "start": self.start,
-            "end": self.end,
-        }
-
-    @classmethod
-    def from_json(cls, value: Any, where: str) -> BatchEntry:
-        try:
-            return cls(
-                batch_id=log_id(value["batchId"]),
-                start=value["start"],
-                end=value["end"],
-                timestamp_ms=int(value["batchTimestampMs"]),
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise CorruptCheckpointError(
-                f"Checkpoint file {where} is not a valid offset log entry (missing or bad "
-                f"field {error}). Restore it, or delete it and later entries to re-plan them."
-            ) from None
-
-
 def _jsonable(value: Any) -> Any:
     """``value`` as it reads back from the metadata file."""
     return json.loads(json.dumps(value, default=str))
+
+
+def _upgraded(metadata: dict[str, Any], version: int) -> dict[str, Any]:
+    """``metadata`` of a format-``version`` checkpoint as the upgrade rewrites it."""
+    return {
+        **metadata,
+        "version": FORMAT_VERSION,
+        "upgradedFrom": version,
+        "upgradedAt": iso_timestamp(time.time()),
+    }
 
 
 def _recorded_identity(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -99,31 +96,43 @@ def _recorded_identity(metadata: dict[str, Any]) -> dict[str, Any]:
     return dict(recorded) if isinstance(recorded, dict) else {}
 
 
-def log_id(value: Any) -> int:
-    """A batch id read from a log entry: a non-negative int (``True`` is not one)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"'batchId' must be a non-negative integer, got {value!r}")
-    return value
-
-
 class Checkpoint:
     """Reads and writes one query's checkpoint folder.
 
     ``retain`` is how many recent batches keep their offset and commit entries
-    (Spark's ``minBatchesToRetain``).
+    (Spark's ``minBatchesToRetain``). ``session_conf`` holds the session's values of the
+    settings fixed per checkpoint (``RuntimeConf.fixed_per_checkpoint()``), see
+    :attr:`fixed_conf`; without it, a new checkpoint takes their defaults and an existing one
+    its recorded values, with nothing logged (as ``microbatch checkpoint inspect`` reads it).
     """
 
-    def __init__(self, url: str, *, retain: int = 100, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        retain: int = 100,
+        fsync: bool = False,
+        session_conf: Mapping[str, Any] | None = None,
+    ) -> None:
         self.url = url.rstrip("/") or url
         self.retain = retain
         self.root = StateStore(self.url, fsync=fsync)
         self.offsets = self.root.child("offsets")
         self.commits = self.root.child("commits")
-        self._purged_below = 0
+        self._offset_log = BatchLog(
+            self.offsets,
+            id_field=None,  # checked below, with what a wrong batch id would do
+            advice="Restore it from a backup, or delete it and every later entry to re-run "
+            "those batches from the source.",
+        )
+        self._commit_log = BatchLog(self.commits, id_field=None)
+        self._session_conf = dict(session_conf) if session_conf is not None else None
         self._run_id: str | None = None
         self._metadata_update: dict[str, Any] | None = None
+        self._format: int | None = None
+        """The format the metadata file says, once read (``FORMAT_VERSION`` once upgraded)."""
+        self._fixed: dict[str, Any] | None = None
         self._logs_checked = False
-        self._left_overs_purged = False
 
     # -- metadata -------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any] | None:
@@ -141,8 +150,10 @@ class Checkpoint:
     ) -> dict[str, Any]:
         """Return the checkpoint's metadata, creating it for a new query.
 
-        Refuses a checkpoint written by a query with a different source, a newer format
-        version, or one whose logs exist without metadata. ``identity`` holds what the query
+        Refuses a checkpoint written by a query with a different source, one of a format this
+        code does not read (see :data:`READABLE_VERSIONS`), or one whose logs exist without
+        metadata. A checkpoint of an older format is returned as it will be once upgraded; the
+        upgrade itself is written by :meth:`record_metadata`. ``identity`` holds what the query
         reads and writes (``{"source": {...}, "sink": {...}}``, see ``Source.identity``): it is
         recorded the first time (also in a checkpoint made before identities were recorded)
         and a :class:`CheckpointMismatchError` raised when it differs from the recorded one.
@@ -169,21 +180,11 @@ class Checkpoint:
             if identity is not None:
                 created["identity"] = _jsonable(identity)
             if self.root.create("metadata", created):
+                self._format = FORMAT_VERSION
                 return created
             existing = self.metadata()
             assert existing is not None
-        version = existing.get("version", FORMAT_VERSION)
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise CorruptCheckpointError(
-                f"Checkpoint file {self.url}/metadata has format version {version!r}, which is "
-                "not a positive integer: the file is damaged. Restore it from a backup, or start "
-                "the query with a new checkpoint location."
-            )
-        if version > FORMAT_VERSION:
-            raise CheckpointError(
-                f"Checkpoint {self.url} has format version {version!r}; this microbatch reads "
-                f"versions up to {FORMAT_VERSION}. Upgrade microbatch to use it."
-            )
+        version = self._format_of(existing)
         if existing.get("source") not in (None, source):
             raise CheckpointMismatchError(
                 f"Checkpoint {self.url} belongs to a query reading from '{existing['source']}', "
@@ -192,7 +193,21 @@ class Checkpoint:
             )
         if identity is not None:
             existing = self._check_identity(existing, sink, _jsonable(identity))
+        if version < FORMAT_VERSION:
+            existing = self._metadata_update = _upgraded(existing, version)
         return existing
+
+    def format_version(self) -> int | None:
+        """The checkpoint's format as its metadata says (``None``: no metadata file), checked
+        to be one this code reads (see :func:`~microbatch._batch_entry.check_format_version`).
+        A format-1 checkpoint says 1 until a query started on it (:meth:`record_metadata`)."""
+        metadata = self.metadata()
+        return None if metadata is None else self._format_of(metadata)
+
+    def _format_of(self, metadata: dict[str, Any]) -> int:
+        version = check_format_version(metadata.get("version", 1), f"{self.url}/metadata")
+        self._format = version
+        return version
 
     def _check_identity(
         self, existing: dict[str, Any], sink: str, identity: dict[str, Any]
@@ -247,13 +262,44 @@ class Checkpoint:
         return updated
 
     def record_metadata(self) -> None:
-        """Write the identity that :meth:`open` found missing; call once the query started.
+        """Write the identity that :meth:`open` found missing, and upgrade a checkpoint of an
+        older format (see the module docstring); call once the query started.
 
-        Deferred so that a start refused later (by the sink, say) records nothing.
+        Deferred so that a start refused later (by the sink, say) records nothing and leaves
+        a format-1 checkpoint readable by the code that wrote it.
         """
         update, self._metadata_update = self._metadata_update, None
-        if update is not None:
-            self.root.write("metadata", update)
+        if update is None:
+            return
+        self.root.write("metadata", update)  # one atomic write: the whole upgrade
+        if self._format is not None and self._format < FORMAT_VERSION:
+            ids = self.batch_ids(self.offsets)
+            log.info(
+                "upgraded checkpoint %s from format %d to format %d; %s",
+                self.url,
+                self._format,
+                FORMAT_VERSION,
+                f"its offset entries {ids[0]}..{ids[-1]} stay in format {self._format} and "
+                "new ones are written in the new format"
+                if ids
+                else "it had no offset entry yet",
+            )
+        self._format = FORMAT_VERSION
+
+    def _ensure_current_format(self) -> None:
+        """Make the metadata say the current format before the first entry in it is written:
+        a checkpoint whose metadata was not looked at yet (no :meth:`open`) is upgraded here."""
+        if self._format == FORMAT_VERSION:
+            return
+        version = self.format_version() if self._format is None else self._format
+        if version is None:  # no metadata file: nothing to upgrade
+            return
+        pending = self._metadata_update
+        if version < FORMAT_VERSION and (pending or {}).get("version") != FORMAT_VERSION:
+            current = pending or self.metadata()
+            assert current is not None
+            self._metadata_update = _upgraded(current, version)
+        self.record_metadata()
 
     def forget_identity(self, sides: tuple[str, ...] = ("source", "sink")) -> list[str]:
         """Remove the recorded identity of ``sides``, so that the next start records the
@@ -331,7 +377,12 @@ class Checkpoint:
 
     # -- logs -----------------------------------------------------------------------------
     def batch_ids(self, store: StateStore) -> list[int]:
-        """Sorted ids of the entries in the offset or commit log."""
+        """Sorted ids of the entries in the offset or commit log (or of the numbered files or
+        folders of another folder of the checkpoint)."""
+        if store is self.offsets:
+            return self._offset_log.ids()
+        if store is self.commits:
+            return self._commit_log.ids()
         return sorted(int(name) for name in store.names() if name.isascii() and name.isdigit())
 
     def last_committed_batch_id(self) -> int | None:
@@ -349,8 +400,8 @@ class Checkpoint:
         the query last stopped). Commit entries older than the oldest offset entry are left
         overs of retention clean-up and are accepted.
         """
-        offset_ids = self._checked_ids(self.offsets, "offsets")
-        commit_ids = self._checked_ids(self.commits, "commits")
+        offset_ids = self._offset_log.ids()  # a file named by another spelling (002) fails
+        commit_ids = self._commit_log.ids()
         for before, after in itertools.pairwise(offset_ids):
             if after != before + 1:
                 raise CorruptCheckpointError(
@@ -381,36 +432,52 @@ class Checkpoint:
                 )
         self._logs_checked = True
 
-    def _checked_ids(self, store: StateStore, log_name: str) -> list[int]:
-        """:meth:`batch_ids` of ``store``, refusing a file named by another spelling of its id
-        (``002``)."""
-        ids = []
-        for name in store.names():
-            if name.isascii() and name.isdigit():
-                if name != str(int(name)):
-                    raise CorruptCheckpointError(
-                        f"Checkpoint file {self.url}/{log_name}/{name} is not named by its batch "
-                        f"id ({int(name)}): rename it or remove it."
-                    )
-                ids.append(int(name))
-        return sorted(ids)
-
-    def latest_offsets(self) -> BatchEntry | None:
+    def latest_offsets(self, *, sources: int | None = None) -> BatchEntry | None:
         """The newest offset-log entry, or ``None`` when no batch was ever planned.
 
-        Checks the logs first (see :meth:`check_logs`), unless that was done already.
+        Checks the logs first (see :meth:`check_logs`), unless that was done already, and
+        resolves :attr:`fixed_conf` (logging a session value that differs from the recorded
+        one). ``sources``, when given, is how many sources the query reads: an entry with
+        ranges of another number of sources raises :class:`CheckpointMismatchError`.
         """
         if not self._logs_checked:
             self.check_logs()
         ids = self.batch_ids(self.offsets)
-        if not ids:
+        latest = self.read_offsets(ids[-1]) if ids else None
+        if self._fixed is None:
+            self._fixed = self._resolve_fixed_conf(latest)
+        if latest is None:
             return None
-        self._purged_below = ids[0]
-        return self.read_offsets(ids[-1])
+        if sources is not None and len(latest.sources) != sources:
+            raise CheckpointMismatchError(
+                f"Checkpoint file {self.url}/offsets/{latest.batch_id} holds the offsets of "
+                f"{len(latest.sources)} sources, but the query reads {sources}. Changing the "
+                "number of a query's sources is not supported: use a new checkpoint location."
+            )
+        return latest
+
+    @property
+    def fixed_conf(self) -> dict[str, Any]:
+        """The settings fixed for this checkpoint's lifetime
+        (:data:`~microbatch.session.FIXED_PER_CHECKPOINT`), as new offset entries record them
+        and as the query must run with them: the values the newest entry recorded (for a key
+        it lacks, format 1 entries included, the value such a checkpoint behaves as), or the
+        session's for a checkpoint with no entry yet. Resolved once, by
+        :meth:`latest_offsets` or on first use."""
+        if self._fixed is None:
+            ids = self.batch_ids(self.offsets)
+            self._fixed = self._resolve_fixed_conf(self.read_offsets(ids[-1]) if ids else None)
+        return dict(self._fixed)
+
+    def _resolve_fixed_conf(self, latest: BatchEntry | None) -> dict[str, Any]:
+        session = self._session_conf or {}  # none given: nothing to compare with
+        if latest is None:
+            return resolve(None, "", session)
+        return resolve(latest.conf, f"{self.url}/offsets/{latest.batch_id}", session)
 
     def read_offsets(self, batch_id: int) -> BatchEntry:
         """The offset entry of batch ``batch_id``, checked to hold that batch id."""
-        value = self.offsets.read(str(batch_id))
+        value = self._offset_log.get(batch_id)
         where = f"{self.url}/offsets/{batch_id}"
         if value is None:
             raise CorruptCheckpointError(f"Checkpoint file {where} is missing.")
@@ -427,13 +494,11 @@ class Checkpoint:
         return self._read_commit(batch_id) is not None
 
     def _read_commit(self, batch_id: int) -> dict[str, Any] | None:
-        value = self.commits.read(str(batch_id))
+        value = self._commit_log.get(batch_id)
         where = f"{self.url}/commits/{batch_id}"
         if value is None:
             return None
-        if not isinstance(value, dict):
-            raise CorruptCheckpointError(f"Checkpoint file {where} is not a commit entry.")
-        if "batchId" in value:
+        if "batchId" in value:  # the log checked that the entry is a JSON object
             try:
                 recorded = log_id(value["batchId"])
             except ValueError as error:
@@ -449,8 +514,10 @@ class Checkpoint:
         return value
 
     def write_offsets(self, entry: BatchEntry) -> None:
-        """Log batch ``entry.batch_id`` before it runs; refuses to overwrite an entry."""
-        if not self.offsets.create(str(entry.batch_id), entry.to_json()):
+        """Log batch ``entry.batch_id`` before it runs, in the current format (a checkpoint of
+        an older format is upgraded first); refuses to overwrite an entry."""
+        self._ensure_current_format()
+        if not self._offset_log.write(entry.batch_id, entry.to_json()):
             raise CheckpointInUseError(
                 f"Checkpoint {self.url} already has offsets/{entry.batch_id}: another query "
                 "is writing to this checkpoint at the same time. Stop it, or use another "
@@ -460,31 +527,24 @@ class Checkpoint:
 
     def write_commit(self, batch_id: int, num_input_rows: int) -> None:
         """Log that batch ``batch_id`` is durably in the sink."""
-        self.commits.write(
-            str(batch_id),
+        self._commit_log.write(
+            batch_id,
             {
                 "batchId": batch_id,
                 "committedAtMs": int(time.time() * 1000),
                 "numInputRows": num_input_rows,
             },
+            overwrite=True,
         )
 
     def _purge(self, newest: int) -> None:
         """Delete log entries older than the retained window."""
         keep_from = newest - self.retain  # as Spark: ids below N - minBatchesToRetain go
-        if not self._left_overs_purged:
-            # A process killed between the two deletes below left commits/<k> without
-            # offsets/<k>: below the oldest offset entry, so the loop would never reach it.
-            self._left_overs_purged = True
-            for batch_id in self.batch_ids(self.commits):
-                if batch_id >= min(self._purged_below, keep_from):
-                    break
-                self.commits.delete(str(batch_id))
-        while self._purged_below < keep_from:
-            name = str(self._purged_below)
-            self.offsets.delete(name)
-            self.commits.delete(name)
-            self._purged_below += 1
+        if keep_from > 0:
+            # offsets first: a process killed in between leaves commit entries older than the
+            # oldest offset entry, which the next purge removes (see check_logs)
+            self._offset_log.purge(keep_from)
+            self._commit_log.purge(keep_from)
 
     def sweep_temporary(self) -> int:
         """Remove the temporary files that killed writes left in every folder of the
@@ -523,3 +583,15 @@ class Checkpoint:
 
     def sink_state(self) -> StateStore:
         return self.root.child("sink")
+
+    def operator_state(self, operator_id: int) -> StateStore:
+        """The state folder of stateful operator ``operator_id`` (``state/<operator_id>/``,
+        operators numbered in plan order as Spark does). An operator keeps one subfolder per
+        partition in it (``.child(str(partition))``), as Spark's ``state/<op>/<partition>``."""
+        if isinstance(operator_id, bool) or not isinstance(operator_id, int) or operator_id < 0:
+            raise ValueError(f"an operator id is a non-negative integer, not {operator_id!r}")
+        return self.root.child(f"state/{operator_id}")
+
+    def operator_ids(self) -> list[int]:
+        """Sorted ids of the operators that have a state folder."""
+        return self.batch_ids(self.root.child("state"))

@@ -85,9 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoint_commands = checkpoint.add_subparsers(title="commands", metavar="COMMAND")
     inspect = checkpoint_commands.add_parser(
         "inspect",
-        help="summarise a checkpoint: query id, lock, batches",
-        description="Summarise a checkpoint: its query, who holds it, and every logged batch "
-        "with its offsets and whether it was committed.",
+        help="summarise a checkpoint: query id, format, lock, batches",
+        description="Summarise a checkpoint: its query, its format and fixed settings, who "
+        "holds it, the state files, and every logged batch with its offsets (per source) and "
+        "whether it was committed.",
     )
     inspect.add_argument("location", metavar="DIR", help="checkpoint folder or fsspec URL")
     inspect.add_argument("--json", action="store_true", help="print a machine-readable dump")

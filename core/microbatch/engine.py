@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from ._redact import describe_error
-from .checkpoint import BatchEntry, Checkpoint
+from .checkpoint import BatchEntry, Checkpoint, SourceRange
 from .connector import (
     CommitMessage,
     Offset,
@@ -160,7 +160,7 @@ class MicroBatchEngine:
         A corrupted or inconsistent checkpoint raises here, before anything is written.
         """
         self._set_status("Initializing sources", False, False)
-        latest = self.checkpoint.latest_offsets()
+        latest = self.checkpoint.latest_offsets(sources=1)
         if latest is None:
             self._start = self.reader.initial_offset()
             self._next_batch_id = 0
@@ -233,9 +233,9 @@ class MicroBatchEngine:
             return False
         entry = BatchEntry(
             batch_id=self._next_batch_id,
-            start=self._start,
-            end=end,
+            sources=(SourceRange(self._start, end),),
             timestamp_ms=int(trigger_start * 1000),
+            conf=self.checkpoint.fixed_conf,
         )
         self._run_with_retries(
             entry, trigger_start=trigger_start, latest_ms=latest_ms, replay=False

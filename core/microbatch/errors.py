@@ -15,6 +15,8 @@
     ├── PluginLoadError               a connector distribution failed to import or register
     ├── SchemaMismatchError           a source produced batches that differ from its schema
     ├── TransformError                a transform failed on a batch
+    ├── MalformedJsonError            a malformed JSON record under FAILFAST (``record`` says
+    │                                 which and why: microbatch.json_decoder)
     ├── SourceError / SinkError       a connector failed while reading or writing
     ├── StreamingQueryException       a query terminated with an error; ``cause`` holds it
     └── QueryStopTimeoutError         ``stop(timeout=...)`` ran out while a batch still ran
@@ -36,6 +38,7 @@ __all__ = [
     "CheckpointMismatchError",
     "ConfigurationError",
     "CorruptCheckpointError",
+    "MalformedJsonError",
     "MicrobatchError",
     "OptionError",
     "PluginLoadError",
@@ -106,6 +109,24 @@ class SchemaMismatchError(MicrobatchError):
 
 class TransformError(MicrobatchError):
     """A transform failed on a batch."""
+
+
+class MalformedJsonError(MicrobatchError, ValueError):
+    """A malformed JSON record met by a :class:`~microbatch.json_decoder.JsonDecoder` in
+    ``FAILFAST`` mode; ``record`` (a ``MalformedRecord``) holds its row, kind, column and
+    message. Callers raise their own error from it, naming where the record came from."""
+
+    def __init__(self, record: Any) -> None:
+        where = f"line {record.line}" if record.line is not None else f"row {record.row}"
+        super().__init__(
+            f"[MALFORMED_RECORD_IN_PARSING] Malformed JSON record at {where} (parse mode "
+            f"FAILFAST): {record.message}. Fix the data, or use mode PERMISSIVE (bad values "
+            "become null) or DROPMALFORMED (bad records are dropped)."
+        )
+        self.record = record
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.record,))
 
 
 class SourceError(MicrobatchError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -17,7 +18,7 @@ from .registry import ConnectorRegistry
 if TYPE_CHECKING:
     from .reader import DataReader, DataStreamReader
 
-__all__ = ["SESSION_OPTIONS", "RuntimeConf", "Session"]
+__all__ = ["FIXED_PER_CHECKPOINT", "SESSION_OPTIONS", "RuntimeConf", "Session"]
 
 SESSION_OPTIONS = OptionSpec(
     Option(
@@ -89,12 +90,43 @@ SESSION_OPTIONS = OptionSpec(
         "retry, up to 60 seconds.",
     ),
     Option(
+        name="multipleWatermarkPolicy",
+        default="min",
+        choices=("min", "max"),
+        doc="How the global watermark is chosen when a query has several watermarks: min "
+        "(the slowest one, so no input's rows are dropped as late before its own watermark "
+        "passes them) or max (the fastest one; rows of slower inputs behind it are dropped as "
+        "late). Fixed per checkpoint: the value recorded in its offset log wins on restart.",
+    ),
+    Option(
         name="forceDeleteTempCheckpointLocation",
         type="bool",
         default=False,
         doc="Delete the temporary checkpoint of a query that set none even when it failed.",
     ),
 )
+
+
+FIXED_PER_CHECKPOINT: Mapping[str, Any] = MappingProxyType({"multipleWatermarkPolicy": "min"})
+"""Session settings fixed for the lifetime of a checkpoint (as Spark's offset log fixes
+``spark.sql.shuffle.partitions`` or ``multipleWatermarkPolicy``), each with the value that a
+checkpoint recording none behaves as (one written before the setting was recorded: every
+format-1 checkpoint). Every offset-log entry records their values; on restart the recorded
+value wins over the session's, and a session value that differs is logged (see
+``Checkpoint.fixed_conf``). Only settings of JSON types (string, int, float, bool) qualify."""
+
+
+def _check_fixed_settings() -> None:
+    """Refuse a fixed setting that is not a session option of a JSON type with a valid value
+    for checkpoints that recorded none (it is recorded in JSON and compared on restart)."""
+    for name, legacy in FIXED_PER_CHECKPOINT.items():
+        option = SESSION_OPTIONS[name]
+        json_type = option.type in ("string", "int", "float", "bool")
+        if not json_type or option.convert(legacy) != legacy:
+            raise ValueError(f"fixed setting {name!r}: a {option.type} option, value {legacy!r}")
+
+
+_check_fixed_settings()
 
 
 class RuntimeConf:
@@ -131,6 +163,10 @@ class RuntimeConf:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
+
+    def fixed_per_checkpoint(self) -> dict[str, Any]:
+        """The values of the settings of :data:`FIXED_PER_CHECKPOINT`, by canonical name."""
+        return {name: self._values[name] for name in FIXED_PER_CHECKPOINT}
 
 
 class Session:

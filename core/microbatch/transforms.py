@@ -17,16 +17,9 @@ import pyarrow as pa
 import pyarrow.acero as acero
 import pyarrow.compute as pc
 
-from microbatch._json_decode import (
-    JsonDecoder,
-    corrupt_texts,
-    json_lines,
-    patch,
-    preview,
-    raw_text,
-    type_text,
-)
-from microbatch.errors import SchemaError, TransformError
+from microbatch._json_decode import is_text, preview, type_text
+from microbatch.errors import ConfigurationError, MalformedJsonError, SchemaError, TransformError
+from microbatch.json_decoder import JsonDecoder
 from microbatch.types import as_schema, parse_type, to_ddl
 
 __all__ = [
@@ -291,8 +284,10 @@ class ParseJson:
     ignored. For a malformed row (invalid JSON, not an
     object, invalid UTF-8, or a value that does not fit its type), ``mode`` decides:
     ``PERMISSIVE`` nulls the bad values and puts the raw text in ``corrupt_column`` (if given),
-    ``DROPMALFORMED`` removes the row, ``FAILFAST`` raises ``TransformError``.
+    ``DROPMALFORMED`` removes the row, ``FAILFAST`` raises ``TransformError`` (whose
+    ``__cause__`` is a ``MalformedJsonError`` holding the structured record).
     ``MAP`` columns are decoded with the stdlib ``json`` module, so they are slower.
+    Decoding is :class:`microbatch.json_decoder.JsonDecoder`'s.
     """
 
     column: str
@@ -321,48 +316,46 @@ class ParseJson:
             )
         object.__setattr__(self, "schema", schema)
         object.__setattr__(self, "mode", mode)
-        object.__setattr__(self, "_decoder", JsonDecoder(schema))
+        try:
+            decoder = JsonDecoder(schema, mode=mode, corrupt_column=self.corrupt_column)
+        except ConfigurationError as error:
+            raise TransformError(f"ParseJson: {error}") from None
+        object.__setattr__(self, "_decoder", decoder)
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         index = _column_index(batch, self.column, self.describe())
         source = batch.column(index)
-        lines, bad = json_lines(source, self.column)
-        if len(lines):
-            columns, errors = self._decoder.decode(lines)
-        else:
-            columns, errors = {f.name: pa.array([], f.type) for f in self.schema}, {}
-        for row, reason in errors.items():
-            bad[row] = bad.get(row) or reason
-        if bad and self.mode == "FAILFAST":
-            row = min(bad)
+        if not is_text(source.type):
+            raise TransformError(
+                f"ParseJson: column '{self.column}' has type {source.type}; it must be string "
+                f"or binary (cast it first, e.g. Cast.of({{'{self.column}': 'STRING'}}))"
+            )
+        try:
+            result = self._decoder.decode_values(source)
+        except MalformedJsonError as error:
+            row = error.record.row
             raise TransformError(
                 f"ParseJson: malformed JSON in column '{self.column}' at row {row} of the batch: "
-                f"{bad[row] or self._decoder.reason(raw_text(source, row))} "
-                f"(value: {preview(source[row].as_py())}); fix the data, or use "
-                "mode='PERMISSIVE' or 'DROPMALFORMED' to null or drop such rows"
-            )
-        if bad and self.mode == "PERMISSIVE":
-            rows = sorted(bad)
-            fixed, _ = self._decoder.python(lines.take(pa.array(rows)).to_pylist())
-            for f, values in zip(self._decoder.fields, fixed, strict=True):
-                columns[f.name] = patch(columns[f.name], rows, values)
-        parsed = [(f, columns[f.name]) for f in self._decoder.fields]
-        if self.corrupt_column is not None:
-            parsed.append((pa.field(self.corrupt_column, pa.string()), corrupt_texts(source, bad)))
-        result = self._assemble(batch, index, parsed)
-        if bad and self.mode == "DROPMALFORMED":
-            self._dropped.add(len(bad))
-            row = min(bad)
+                f"{error.record.message} (value: {preview(source[row].as_py())}); fix the data, "
+                "or use mode='PERMISSIVE' or 'DROPMALFORMED' to null or drop such rows"
+            ) from error
+        if result.dropped and result.malformed:
+            batch = batch.filter(result.kept_mask())
+        table = result.table
+        parsed = [(f, _one_array(table.column(i))) for i, f in enumerate(table.schema)]
+        output = self._assemble(batch, index, parsed)
+        if result.dropped and result.malformed:
+            self._dropped.add(len(result.malformed))
+            first = result.malformed[0]
             log.warning(
                 "%s dropped %d malformed row(s) of a batch of %d, the first at row %d: %s",
                 self.describe(),
-                len(bad),
+                len(result.malformed),
                 len(source),
-                row,
-                bad[row] or self._decoder.reason(raw_text(source, row)),
+                first.row,
+                first.message,
             )
-            return result.filter(pa.array([row not in bad for row in range(len(source))]))
-        return result
+        return output
 
     def metrics(self) -> dict[str, int]:
         """``numRowsDroppedByParseMode``: in DROPMALFORMED mode, the rows removed since the
@@ -471,6 +464,10 @@ def _evaluate(batch: pa.RecordBatch, expressions: list[pc.Expression], step: str
             "Check the column names and types the expression uses"
         ) from exc
     return [column.combine_chunks() for column in table.columns]
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _as_expression(value: Any, name: str) -> pc.Expression:

@@ -11,7 +11,8 @@ from file_connector_helpers import make_source, open_reader, read_range
 
 from microbatch import ReadAllAvailable
 from microbatch.errors import SourceError
-from microbatch_file import _formats, _parse_modes
+from microbatch.json_decoder import JsonDecoder
+from microbatch_file import _formats
 from microbatch_file.sources import CsvFileSource, FileSource, JsonFileSource, TextFileSource
 
 JSON_LINES = (
@@ -99,7 +100,7 @@ def test_clean_json_takes_the_fast_path(json_folder: Path, monkeypatch: pytest.M
     def no_fallback(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a clean file must be read by one pyarrow.json.read_json call")
 
-    monkeypatch.setattr(_parse_modes, "ParseJson", no_fallback)
+    monkeypatch.setattr(JsonDecoder, "decode_values", no_fallback)
     assert read_all(JsonFileSource, json_folder, pa.schema([("a", pa.int64())])) == [
         {"a": 1},
         {"a": 2},

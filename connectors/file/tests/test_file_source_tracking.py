@@ -91,11 +91,10 @@ def test_the_log_is_compacted(folder: Path, tmp_path: Path) -> None:
         offset = source.latest_offset(offset, source.default_read_limit())
         counts.append(len(state.names()))
     assert offset == {"logOffset": 124}
-    assert max(counts) <= 19, counts  # at most 9 compact files per size, 10 plain ones
+    assert max(counts) <= 12, counts  # two compact files, at most 10 plain ones
     assert sorted(state.names()) == [
-        "0-99.compact",
-        "100-109.compact",
-        "110-119.compact",
+        "109.compact",
+        "119.compact",
         "120",
         "121",
         "122",

@@ -11,12 +11,14 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from microbatch.errors import SourceError
+from microbatch.errors import MalformedJsonError, SourceError
+from microbatch.json_decoder import JsonDecoder, lines_safe_for_arrow
 
 from ._listing import FileEntry
 from ._parse_modes import (
@@ -24,10 +26,8 @@ from ._parse_modes import (
     CsvSettings,
     DropCounter,
     MalformedRecordError,
-    has_null_line,
+    failfast_error,
     parse_csv,
-    parse_json,
-    utf8_text,
 )
 
 __all__ = [
@@ -112,11 +112,11 @@ class FileFormat(ABC):
 def _arrow_can_infer(data: bytes) -> bool:
     """Whether pyarrow's schema inference may read ``data`` without crashing the process: no
     line starts with ``null`` and none nests deeper than :data:`_MAX_NESTING` levels."""
-    text = utf8_text(data)
-    if text is None or has_null_line(data, text):
+    if not lines_safe_for_arrow(data):
         return False
     if data.count(b"[") + data.count(b"{") <= _MAX_NESTING:
         return True
+    text = pa.array([data], pa.large_binary()).cast(pa.large_string())
     lines = pc.split_pattern(text, pattern="\n").flatten()
     opened = pc.add(pc.count_substring(lines, "["), pc.count_substring(lines, "{"))
     return bool(pc.max(opened).as_py() <= _MAX_NESTING)
@@ -266,21 +266,34 @@ class JsonFormat(FileFormat):
             yield self._read_document(_read_all(fs, entry, where), where, schema, corrupt)
             return
         for data, first_line in read_blocks(fs, entry, where):
-            yield parse_json(
-                data,
-                schema=schema,
-                mode=self.mode,
-                corrupt=corrupt,
-                where=where,
-                first_line=first_line,
-                drops=self.drops,
-            )
+            yield self._decode(data, schema, corrupt, where, first_line)
+
+    def _decode(
+        self,
+        data: bytes,
+        schema: pa.Schema,
+        corrupt: bool,
+        where: str,
+        first_line: int = 1,
+        unit: str = "line",
+    ) -> pa.Table:
+        """The rows of a block of JSON lines as ``schema`` (plus :data:`CORRUPT` when
+        ``corrupt``); ``unit`` names what the numbers count in errors (``record`` for
+        multi-line documents). Dropped lines are counted in :attr:`drops` and logged."""
+        decoder = _decoder(schema, self.mode, CORRUPT if corrupt else None)
+        try:
+            result = decoder.decode_lines(data, first_line=first_line)
+        except MalformedJsonError as error:
+            line = error.record.line or first_line
+            raise failfast_error("JSON", where, line, error.record.message, unit) from error
+        if result.dropped and result.malformed:
+            first = result.malformed[0].line or first_line
+            self.drops.add(len(result.malformed), where, first, "JSON", unit)
+        return result.table
 
     def _read_document(self, data: bytes, where: str, schema: pa.Schema, corrupt: bool) -> pa.Table:
         if not data.strip():
-            return parse_json(
-                b"", schema=schema, mode=self.mode, corrupt=corrupt, where=where, first_line=1
-            )
+            return self._decode(b"", schema, corrupt, where)
         try:
             value = json.loads(data)
         except (ValueError, UnicodeDecodeError, RecursionError) as error:
@@ -293,9 +306,7 @@ class JsonFormat(FileFormat):
                 ) from None
             if self.mode == "DROPMALFORMED":
                 self.drops.add(1, where, line, "JSON", "record")
-                return parse_json(
-                    b"", schema=schema, mode=self.mode, corrupt=corrupt, where=where, first_line=1
-                )
+                return self._decode(b"", schema, corrupt, where)
             row: dict[str, Any] = {}
             full = schema
             if corrupt:
@@ -304,16 +315,13 @@ class JsonFormat(FileFormat):
             return pa.Table.from_pylist([row], schema=full)
         documents = value if isinstance(value, list) else [value]
         lines = b"\n".join(json.dumps(doc, ensure_ascii=False).encode() for doc in documents)
-        return parse_json(
-            lines + b"\n",
-            schema=schema,
-            mode=self.mode,
-            corrupt=corrupt,
-            where=where,
-            first_line=1,
-            unit="record",
-            drops=self.drops,
-        )
+        return self._decode(lines + b"\n", schema, corrupt, where, unit="record")
+
+
+@lru_cache(maxsize=64)
+def _decoder(schema: pa.Schema, mode: str, corrupt: str | None) -> JsonDecoder:
+    """One decoder per schema and mode (building one reads pyarrow's options for each column)."""
+    return JsonDecoder(schema, mode=mode, corrupt_column=corrupt)
 
 
 # -- CSV -------------------------------------------------------------------------------------

@@ -1,16 +1,11 @@
-"""Parsing blocks of JSON-lines and CSV text with Spark's parse modes.
+"""Parsing blocks of CSV text with Spark's parse modes, and what the JSON and CSV readers share.
 
 A block is whole lines of one file. It is first read in one pyarrow call; only when that
 fails are its lines looked at one group at a time to find the malformed ones, which then
 become corrupt records (``PERMISSIVE``), disappear (``DROPMALFORMED``, counted in a
 :class:`DropCounter` and logged with the file and line of the first) or fail the read with
-the file and line number (``FAILFAST``).
-
-A JSON block is never handed to pyarrow when one of its lines starts with ``null``: pyarrow's
-JSON reader (26.0.1, apache/arrow#47409) crashes the process (SIGSEGV) when such a line starts
-its input or spans one of its internal block boundaries, and reads it as a row of nulls
-elsewhere. Spark treats a top-level ``null`` as a malformed record,
-so such blocks take the line-by-line path.
+the file and line number (``FAILFAST``). JSON blocks are decoded by the core's
+:class:`microbatch.json_decoder.JsonDecoder` (see ``JsonFormat``).
 """
 
 from __future__ import annotations
@@ -22,12 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.json as pajson
 
-from microbatch.errors import SourceError, TransformError
-from microbatch.transforms import ParseJson
+from microbatch.errors import SourceError
 from microbatch.types import checked_cast
 
 __all__ = [
@@ -35,10 +27,8 @@ __all__ = [
     "CsvSettings",
     "DropCounter",
     "MalformedRecordError",
-    "has_null_line",
+    "failfast_error",
     "parse_csv",
-    "parse_json",
-    "utf8_text",
 ]
 
 log = logging.getLogger("microbatch.file")
@@ -87,9 +77,10 @@ class DropCounter:
         )
 
 
-def _failfast(
+def failfast_error(
     kind: str, where: str, line: int, reason: str, unit: str = "line"
 ) -> MalformedRecordError:
+    """The ``FAILFAST`` error for the malformed ``kind`` record at ``line`` of ``where``."""
     return MalformedRecordError(
         f"[MALFORMED_RECORD_IN_PARSING] Malformed {kind} record in {where} at {unit} {line} "
         f"(parse mode FAILFAST): {reason}. Fix or remove the line, or set option mode to "
@@ -117,142 +108,7 @@ class _Lines:
         return cls(texts, numbers)
 
 
-# -- JSON ------------------------------------------------------------------------------------
-_NULL_LINE = r"(?:^|[\r\n])[\s\x{FEFF}]*null"
-"""A line that starts with ``null`` after blanks or byte-order marks (pyarrow's reader also
-breaks lines at a lone CR)."""
-
 _FLOAT32 = pa.float32()
-
-
-def _read_type(dtype: pa.DataType) -> pa.DataType:
-    """The type to ask ``read_json`` for: it reads DATE only from numbers (read ISO text, then
-    cast), shifts TIMESTAMP_NTZ text with an offset (read text; the cast refuses offsets) and
-    turns FLOAT values out of range into infinity (read DOUBLE; the cast is checked)."""
-    if pa.types.is_date(dtype) or (pa.types.is_timestamp(dtype) and dtype.tz is None):
-        return pa.string()
-    if dtype == _FLOAT32:
-        return pa.float64()
-    if isinstance(dtype, pa.ListType):
-        return pa.list_(dtype.value_field.with_type(_read_type(dtype.value_type)))
-    if isinstance(dtype, pa.StructType):
-        return pa.struct([f.with_type(_read_type(f.type)) for f in dtype])
-    return dtype
-
-
-def _line_count(data: bytes) -> int:
-    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-
-
-def utf8_text(data: bytes) -> pa.Array | None:
-    """The block as one string (``read_json`` does not check that strings are UTF-8), or None
-    when it is not valid UTF-8."""
-    try:
-        return pa.array([data], pa.large_binary()).cast(pa.large_string())
-    except pa.ArrowInvalid:
-        return None
-
-
-def _matches(text: pa.Array, pattern: str) -> bool:
-    return bool(pc.any(pc.match_substring_regex(text, pattern)).as_py())
-
-
-def has_null_line(data: bytes, text: pa.Array) -> bool:
-    """Whether a line of the block (``text`` is ``data`` as one string) starts with ``null``.
-
-    Such a block must not reach ``read_json``: see the module docstring. When every line
-    starts with "{" (the usual case) two searches with a literal first character tell so at
-    memchr speed; only other blocks are searched for such a line.
-    """
-    every_line_an_object = (
-        data[:1] == b"{"
-        and not _matches(text, "\n[^{]")
-        and (b"\r" not in data or not _matches(text, "\r[^\n]"))
-    )
-    return not every_line_an_object and _matches(text, _NULL_LINE)
-
-
-def _json_fast(data: bytes, schema: pa.Schema) -> pa.Table | None:
-    """The whole block in one ``read_json`` call, or None when any line is malformed."""
-    text = utf8_text(data)
-    if text is None or has_null_line(data, text):
-        return None
-    read_schema = pa.schema([f.with_type(_read_type(f.type)) for f in schema])
-    parse = pajson.ParseOptions(explicit_schema=read_schema, unexpected_field_behavior="ignore")
-    block = 1 << 20
-    for _attempt in range(2):
-        options = pajson.ReadOptions(use_threads=len(data) > 2 * block, block_size=block)
-        try:
-            table = pajson.read_json(pa.BufferReader(data), options, parse)
-            break
-        except _ERRORS as error:
-            if "straddling" not in str(error) or block > len(data):
-                return None
-            block = len(data) + 1
-    else:
-        return None
-    if table.num_rows != _line_count(data) and table.num_rows != len(_Lines.of(data, 1).texts):
-        return None  # a line held several documents
-    table = table.select(schema.names)
-    if read_schema != schema:
-        try:
-            table = checked_cast(table, schema)
-        except _ERRORS:
-            return None
-    return table
-
-
-def parse_json(
-    data: bytes,
-    *,
-    schema: pa.Schema,
-    mode: str,
-    corrupt: bool,
-    where: str,
-    first_line: int,
-    unit: str = "line",
-    drops: DropCounter | None = None,
-) -> pa.Table:
-    """The rows of a block of JSON lines as ``schema`` (plus :data:`CORRUPT` when ``corrupt``).
-
-    ``unit`` names what the numbers count in errors (``record`` for multi-line documents);
-    lines dropped under ``DROPMALFORMED`` are counted in ``drops``.
-    """
-    if not data.strip():
-        return _empty(schema, corrupt)
-    table = _json_fast(data, schema) if len(schema) else None
-    if table is not None:
-        return _with_corrupt(table, corrupt)
-    lines = _Lines.of(data, first_line)
-    source = pa.record_batch([pa.array(lines.texts, pa.binary())], names=["value"])
-    parsed = ParseJson("value", schema, mode="PERMISSIVE", corrupt_column=CORRUPT).apply(source)
-    texts = parsed.column(CORRUPT)
-    bad = pc.is_valid(texts)
-    if mode == "FAILFAST" and pc.any(bad).as_py():
-        row = pc.index(bad, True).as_py()
-        reason = _json_reason(schema, lines.texts[row])
-        raise _failfast("JSON", where, lines.numbers[row], reason, unit)
-    result = pa.Table.from_batches([parsed])
-    if mode == "DROPMALFORMED":
-        kept = result.filter(pc.invert(bad)).drop_columns([CORRUPT])
-        if drops is not None and len(kept) < len(result):
-            first = lines.numbers[pc.index(bad, True).as_py()]
-            drops.add(len(result) - len(kept), where, first, "JSON", unit)
-        return _with_corrupt(kept, corrupt)
-    return result if corrupt else result.drop_columns([CORRUPT])
-
-
-def _json_reason(schema: pa.Schema, line: bytes) -> str:
-    one = pa.record_batch([pa.array([line], pa.binary())], names=["value"])
-    try:
-        ParseJson("value", schema, mode="FAILFAST").apply(one)
-    except TransformError as error:
-        text = str(error)
-        marker = "of the batch: "
-        start = text.find(marker) + len(marker) if marker in text else 0
-        end = text.find(" (value: ")
-        return text[start:end] if end > start else text
-    return "the line is not a JSON object of the schema"
 
 
 # -- CSV -------------------------------------------------------------------------------------
@@ -370,7 +226,9 @@ def parse_csv(
             continue
         line = lines.texts[start]
         if mode == "FAILFAST":
-            raise _failfast("CSV", where, lines.numbers[start], _csv_reason(line, schema, settings))
+            raise failfast_error(
+                "CSV", where, lines.numbers[start], _csv_reason(line, schema, settings)
+            )
         if mode == "PERMISSIVE":
             bad_rows.append(_permissive_row(line, schema, settings))
         else:

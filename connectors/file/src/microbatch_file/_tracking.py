@@ -1,10 +1,12 @@
 """The files each batch takes, kept in the source's checkpoint folder.
 
-Batch ``K`` is written as the file ``K`` before the engine logs its offsets, so a replay of
-``K`` plans exactly the same files. Every 10 batches the plain files are merged into one
-``<first>-<last>.compact`` file, and ten compact files of the same span into one ten times
-larger, so the folder holds a few dozen files however many batches ran, and each entry is
-rewritten only a handful of times.
+Batch ``K`` is written as the entry ``K`` of a :class:`~microbatch.batch_log.BatchLog`
+(``{"v": 1, "batch": K, "files": [[path, size, mtime ms, partition?], ...]}``) before the
+engine logs its offsets, so a replay of ``K`` plans exactly the same files. The log is
+compacted into ``<K>.compact`` (Spark's layout) every 10 batches, and less often once it is
+long (every ``sqrt(K)`` batches: a compaction rewrites every entry), so the folder holds a few
+files, at most a few hundred plain ones, however many batches ran. A log of older releases,
+compacted into ``<first>-<last>.compact`` files, is moved to that layout when it is loaded.
 
 Each file is kept with its size and modification time (milliseconds) as its batch took it:
 the bytes that batch reads, and what a later listing is compared with to tell a file that
@@ -17,6 +19,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from microbatch.batch_log import BatchLog
 from microbatch.errors import CorruptCheckpointError
 from microbatch.state import StateStore
 
@@ -25,10 +28,10 @@ from ._listing import FileEntry
 __all__ = ["FileLog"]
 
 COMPACT_INTERVAL = 10
-_PLAIN = re.compile(r"^(\d+)$")
-_COMPACT = re.compile(r"^(\d+)-(\d+)\.compact$")
+_LEGACY_COMPACT = re.compile(r"^(\d+)-(\d+)\.compact$")
 _CLEANUP = "cleanup"
 _VERSION = 1
+_ADVICE = "Restore the checkpoint, or start the query with a new checkpoint."
 
 
 def _encode(entry: FileEntry) -> list[Any]:
@@ -43,6 +46,10 @@ def _decode(row: list[Any]) -> FileEntry:
     partition = tuple((str(k), str(v)) for k, v in row[3]) if len(row) > 3 else ()
     mtime = None if row[2] is None else row[2] / 1000
     return FileEntry(str(row[0]), int(row[1]), mtime, partition)
+
+
+def _problem(entry: dict[str, Any]) -> str | None:
+    return None if type(entry.get("files")) is list else "it has no list of files"
 
 
 class FileLog:
@@ -60,8 +67,19 @@ class FileLog:
         self.cleaned_through = -1
         self._batches: dict[int, list[FileEntry]] = {}
         self._seen: dict[str, tuple[int, FileEntry]] = {}
-        self._compacts: list[tuple[int, int]] = []
-        self._plain: list[int] = []
+        self._log = (
+            None
+            if store is None
+            else BatchLog(
+                store,
+                compact_interval=COMPACT_INTERVAL,
+                growing=True,
+                id_field="batch",
+                validate=_problem,
+                label="The file source's log",
+                advice=_ADVICE,
+            )
+        )
         self._loaded = False
 
     # -- reading --------------------------------------------------------------------------
@@ -84,8 +102,7 @@ class FileLog:
             where = self.store.url if self.store is not None else "memory"
             raise CorruptCheckpointError(
                 f"The file source's log in {where} has no entry for batch {batch} (it holds "
-                f"batches up to {self.latest_batch}); the checkpoint is incomplete. Restore it, "
-                "or start the query with a new checkpoint."
+                f"batches up to {self.latest_batch}); the checkpoint is incomplete. {_ADVICE}"
             )
         return files
 
@@ -94,66 +111,52 @@ class FileLog:
         return len(self._seen)
 
     def load(self) -> None:
-        """Read the log from the store (once); removes files left by an interrupted merge."""
+        """Read the log from the store (once), moving a log of the older layout to the
+        current one first."""
         if self._loaded:
             return
         self._loaded = True
-        if self.store is None:
+        if self.store is None or self._log is None:
             return
-        compacts: list[tuple[int, int]] = []
-        plain: list[int] = []
-        for name in self.store.names():
-            if (match := _COMPACT.match(name)) is not None:
-                compacts.append((int(match[1]), int(match[2])))
-            elif (match := _PLAIN.match(name)) is not None:
-                plain.append(int(match[1]))
-        compacts.sort(key=lambda span: (span[0], -span[1]))
-        kept: list[tuple[int, int]] = []
-        for first, last in compacts:
-            if kept and last <= kept[-1][1]:
-                self.store.delete(f"{first}-{last}.compact")  # merged into a larger one
-                continue
-            kept.append((first, last))
-        covered = kept[-1][1] if kept else -1
-        for first, last in kept:
-            self._read_compact(first, last)
-        for batch in sorted(plain):
-            if batch <= covered:
-                self.store.delete(str(batch))  # already in a compact file
-                continue
-            self._read_plain(batch)
-            self._plain.append(batch)
-        self._compacts = kept
-        expected = list(range(self.latest_batch + 1))
-        if sorted(self._batches) != expected:
-            missing = sorted(set(expected) - set(self._batches))
-            raise CorruptCheckpointError(
-                f"The file source's log in {self.store.url} misses batches {missing[:10]}; "
-                "restore the checkpoint, or start the query with a new checkpoint."
-            )
+        self._upgrade(self.store, self._log)
+        for value in self._log.entries():
+            self._remember(value["batch"], [_decode(row) for row in value["files"]])
         cleanup = self.store.read(_CLEANUP)
         if isinstance(cleanup, dict):
             self.cleaned_through = int(cleanup.get("through", -1))
 
-    def _read_plain(self, batch: int) -> None:
-        assert self.store is not None
-        value = self.store.read(str(batch))
-        if not isinstance(value, dict) or value.get("batch") != batch:
-            raise CorruptCheckpointError(
-                f"File {self.store.url}/{batch} of the file source's log is not a batch entry"
-            )
-        self._remember(batch, [_decode(row) for row in value["files"]])
-
-    def _read_compact(self, first: int, last: int) -> None:
-        assert self.store is not None
-        value = self.store.read(f"{first}-{last}.compact")
-        if not isinstance(value, dict) or not isinstance(value.get("batches"), list):
-            raise CorruptCheckpointError(
-                f"File {self.store.url}/{first}-{last}.compact of the file source's log is not "
-                "a compact entry"
-            )
-        for batch, rows in value["batches"]:
-            self._remember(int(batch), [_decode(row) for row in rows])
+    @staticmethod
+    def _upgrade(store: StateStore, log: BatchLog) -> None:
+        """Replace the ``<first>-<last>.compact`` files of older releases by one
+        ``<last>.compact`` holding the same entries (written before they are deleted, so a
+        process killed half-way finishes the move when it loads the log again)."""
+        spans = sorted(
+            ((int(m[1]), int(m[2])) for n in store.names() if (m := _LEGACY_COMPACT.match(n))),
+            key=lambda span: (span[0], -span[1]),
+        )
+        if not spans:
+            return
+        kept: list[tuple[int, int]] = []
+        for first, last in spans:
+            if not (kept and last <= kept[-1][1]):  # else merged into a larger one
+                kept.append((first, last))
+        newest = kept[-1][1]
+        if not store.exists(f"{newest}.compact"):
+            entries: list[dict[str, Any]] = []
+            for first, last in kept:
+                name = f"{first}-{last}.compact"
+                value = store.read(name)
+                if not isinstance(value, dict) or not isinstance(value.get("batches"), list):
+                    raise log.corrupt(name, "it is not a compact file")
+                for batch, rows in value["batches"]:
+                    if batch != len(entries):
+                        raise log.missing(len(entries), f"{name} holds batch {batch} after it")
+                    entries.append({"v": _VERSION, "batch": batch, "files": rows})
+            if len(entries) != newest + 1:
+                raise log.missing(len(entries), f"the compact files end at batch {newest}")
+            log.compact(newest, entries)
+        for first, last in spans:
+            store.delete(f"{first}-{last}.compact")
 
     def _remember(self, batch: int, files: list[FileEntry]) -> None:
         self._batches[batch] = files
@@ -171,49 +174,16 @@ class FileLog:
         self.load()
         if batch != self.latest_batch + 1:
             raise ValueError(f"batch {batch} does not follow batch {self.latest_batch}")
-        if self.store is not None:
+        if self._log is not None:
             rows = [_encode(entry) for entry in files]
-            self.store.write(str(batch), {"v": _VERSION, "batch": batch, "files": rows})
+            self._log.write(batch, {"v": _VERSION, "batch": batch, "files": rows}, overwrite=True)
         self._remember(batch, files)
-        self._plain.append(batch)
-        if self.store is not None and len(self._plain) >= COMPACT_INTERVAL:
-            self._compact()
 
     def mark_cleaned(self, batch: int) -> None:
         """Record that the files of every batch up to ``batch`` were archived or deleted."""
         self.cleaned_through = batch
         if self.store is not None:
             self.store.write(_CLEANUP, {"through": batch})
-
-    def _compact(self) -> None:
-        assert self.store is not None
-        first, last = self._plain[0], self._plain[-1]
-        self._write_compact(first, last)
-        for batch in self._plain:
-            self.store.delete(str(batch))
-        self._plain = []
-        self._compacts.append((first, last))
-        while len(self._compacts) >= COMPACT_INTERVAL:
-            tail = self._compacts[-COMPACT_INTERVAL:]
-            spans = {last - first for first, last in tail}
-            if len(spans) != 1:
-                break
-            first, last = tail[0][0], tail[-1][1]
-            self._write_compact(first, last)
-            for old_first, old_last in tail:
-                self.store.delete(f"{old_first}-{old_last}.compact")
-            self._compacts[-COMPACT_INTERVAL:] = [(first, last)]
-
-    def _write_compact(self, first: int, last: int) -> None:
-        assert self.store is not None
-        batches = [
-            [batch, [_encode(entry) for entry in self._batches[batch]]]
-            for batch in range(first, last + 1)
-        ]
-        self.store.write(
-            f"{first}-{last}.compact",
-            {"v": _VERSION, "first": first, "last": last, "batches": batches},
-        )
 
     def batches_between(self, start: int, end: int) -> Iterable[list[FileEntry]]:
         """The file lists of batches ``start + 1`` to ``end``."""

@@ -19,7 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="A generator drops JSON event files into a folder while a query streams "
         "them into a parquet table (json file source -> parquet file sink), then reads it back.",
     )
-    parser.add_argument("--seconds", type=_positive_float, default=6.0, help="how long files arrive")
+    parser.add_argument(
+        "--seconds", type=_positive_float, default=6.0, help="how long files arrive"
+    )
     parser.add_argument(
         "--files-per-second", type=_positive_float, default=10.0, help="how fast files arrive"
     )

@@ -1,4 +1,4 @@
-"""``microbatch demo`` (or ``microbatch-demo``): JSON event files stream into a parquet table while you watch.
+"""``microbatch demo`` (or ``microbatch-demo``): JSON files stream into a parquet table, live.
 
 A generator drops files of sensor events into a local folder (written under a temporary name,
 then renamed, as a well-behaved producer does). A query reads them with the ``json`` file

@@ -40,6 +40,9 @@ __all__ = ["build_parser", "main", "render_option_reference"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``) and return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:  # the demo's own parser reads its options
+        argv = ["demo", "--", *argv[1:]]
     args = build_parser().parse_args(argv)
     out, err = _console(stderr=False), _console(stderr=True)
     try:
@@ -459,7 +462,8 @@ def _cmd_demo(args: argparse.Namespace, out: Console, err: Console) -> int:
             highlight=False,
         )
         return 2
-    code: int = demo_main(args.arguments)
+    arguments = args.arguments[1:] if args.arguments[:1] == ["--"] else args.arguments
+    code: int = demo_main(arguments)
     return code
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from microbatch.checkpoint import BatchEntry, Checkpoint, SourceRange
+from microbatch._checkpoint import BatchEntry, Checkpoint, SourceRange
 from microbatch.errors import (
     CheckpointError,
     CheckpointInUseError,
@@ -128,7 +128,7 @@ def test_lock_of_a_live_process_is_respected_and_a_dead_one_taken_over(tmp_path:
         [
             sys.executable,
             "-c",
-            "import sys, time; from microbatch.checkpoint import Checkpoint; "
+            "import sys, time; from microbatch._checkpoint import Checkpoint; "
             f"Checkpoint({location!r}).acquire('other'); print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,

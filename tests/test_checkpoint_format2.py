@@ -23,8 +23,8 @@ from unittest.mock import ANY
 import pytest
 
 import microbatch as mb
-from microbatch.checkpoint import FORMAT_VERSION, BatchEntry, Checkpoint, SourceRange
-from microbatch.cli import main
+from microbatch._checkpoint import FORMAT_VERSION, BatchEntry, Checkpoint, SourceRange
+from microbatch._cli import main
 from microbatch.errors import CheckpointError, CheckpointMismatchError, CorruptCheckpointError
 
 pytest.importorskip("microbatch_file")

@@ -16,8 +16,8 @@ import pytest
 
 import microbatch as mb
 from microbatch import errors
-from microbatch.checkpoint import BatchEntry, Checkpoint, SourceRange
-from microbatch.cli import main
+from microbatch._checkpoint import BatchEntry, Checkpoint, SourceRange
+from microbatch._cli import main
 from microbatch.errors import CheckpointMismatchError, CorruptCheckpointError
 from microbatch.options import Option, OptionSpec
 from microbatch.state import StateStore

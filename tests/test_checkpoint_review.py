@@ -144,7 +144,7 @@ def test_secrets_without_plain_characters_and_short_ones_are_still_scrubbed() ->
 # -- the start-up sweep and another process trying to take the lock -------------------------
 RACER = """
 import sys, time
-from microbatch.checkpoint import Checkpoint
+from microbatch._checkpoint import Checkpoint
 from microbatch.errors import CheckpointInUseError
 
 role, folder, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -193,7 +193,7 @@ def test_the_start_up_sweep_never_breaks_another_process_taking_the_lock(tmp_pat
 
 
 def test_temporary_files_of_lock_attempts_are_swept_only_once_abandoned(tmp_path: Path) -> None:
-    from microbatch.checkpoint import Checkpoint
+    from microbatch._checkpoint import Checkpoint
 
     checkpoint = Checkpoint(str(tmp_path / "cp"))
     checkpoint.root.write("metadata", {"id": "q"})

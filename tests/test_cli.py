@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from microbatch.checkpoint import BatchEntry, Checkpoint, SourceRange
-from microbatch.cli import main
-from microbatch.registry import ConnectorRegistry
+from microbatch._checkpoint import BatchEntry, Checkpoint, SourceRange
+from microbatch._cli import main
+from microbatch._registry import ConnectorRegistry
 
 SCRIPT = shutil.which("microbatch", path=os.path.dirname(sys.executable))
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import microbatch as mb
+from microbatch._registry import ConnectorRegistry
 from microbatch.errors import PluginLoadError, StreamingQueryException
 from microbatch.planner import (
     QueryPlan,
@@ -20,7 +21,6 @@ from microbatch.planner import (
     StatefulNode,
     check_streaming_plan,
 )
-from microbatch.registry import ConnectorRegistry
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 CALLS: Counter[str] = Counter()

@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent(
     import pyarrow as pa
 
     import microbatch as mb
-    from microbatch.cli import main
+    from microbatch._cli import main
 
     SCHEMA = pa.schema([("n", pa.int64())])
     ROWS = []

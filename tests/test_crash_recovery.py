@@ -7,7 +7,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from microbatch.checkpoint import Checkpoint
+from microbatch._checkpoint import Checkpoint
 from microbatch_testkit import crash
 
 SCRIPT = (

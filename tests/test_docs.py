@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from microbatch import hookspecs
-from microbatch.cli import build_parser, render_option_reference
-from microbatch.registry import ConnectorRegistry
+from microbatch._cli import build_parser, render_option_reference
+from microbatch._registry import ConnectorRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -169,7 +169,7 @@ def test_docs_options_command_matches_the_reference(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "microbatch.cli",
+            "microbatch._cli",
             "docs",
             "options",
             "--output",

@@ -4,9 +4,9 @@ from datetime import timedelta
 
 import pytest
 
-from microbatch.durations import parse_duration
+from microbatch._durations import parse_duration
+from microbatch._triggers import AvailableNow, Default, Once, ProcessingTime, Trigger
 from microbatch.errors import ConfigurationError
-from microbatch.triggers import AvailableNow, Default, Once, ProcessingTime, Trigger
 
 
 @pytest.mark.parametrize(

@@ -17,14 +17,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from microbatch._transforms import ParseJson
 from microbatch.errors import TransformError
-from microbatch.transforms import ParseJson
 
 CHILD = r"""
 import json, sys
 import pyarrow as pa
 from microbatch.errors import TransformError
-from microbatch.transforms import ParseJson
+from microbatch._transforms import ParseJson
 
 mode, kind = sys.argv[1], sys.argv[2]
 rows = ['{"a": 1}'] * 10

@@ -9,9 +9,9 @@ import pickle
 import pyarrow as pa
 import pytest
 
+from microbatch._transforms import ParseJson
 from microbatch.errors import ConfigurationError, MalformedJsonError, SchemaError, TransformError
 from microbatch.json_decoder import JsonDecoder, MalformedKind, MalformedRecord
-from microbatch.transforms import ParseJson
 
 SCHEMA = "a INT, b STRING"
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from microbatch.checkpoint import Checkpoint
+from microbatch._checkpoint import Checkpoint
 
 TRIALS = int(os.environ.get("MICROBATCH_LOCK_RACE_TRIALS", "150"))
 RACERS = ("a", "b", "c")

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 import microbatch as mb
+from microbatch._registry import ConnectorRegistry
 from microbatch.errors import OptionError, PluginLoadError
 from microbatch.options import REDACTED, Option, OptionSpec, scrub
-from microbatch.registry import ConnectorRegistry
 
 
 def problems_of(spec: OptionSpec, raw: dict[str, Any], connector: str = "test") -> list[str]:

@@ -14,13 +14,13 @@ import pyarrow as pa
 import pytest
 
 import microbatch as mb
+from microbatch._registry import ConnectorRegistry
 from microbatch.errors import (
     ConfigurationError,
     StreamingQueryException,
     UnknownFormatError,
     UnsupportedOperationError,
 )
-from microbatch.registry import ConnectorRegistry
 from microbatch_memory import MemoryStream
 from microbatch_rate import RateSource
 

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 import microbatch as mb
+from microbatch._registry import ConnectorRegistry
 from microbatch.errors import UnknownFormatError
-from microbatch.registry import ConnectorRegistry
 
 
 class TinyWriter(mb.BatchWriter):
@@ -101,7 +101,7 @@ def run_python(code: str, **env: str) -> str:
 
 def test_autoload_can_be_disabled_and_plugins_blocked() -> None:
     code = """
-        from microbatch.registry import ConnectorRegistry
+        from microbatch._registry import ConnectorRegistry
         r = ConnectorRegistry(); r.load_entry_points()
         print(sorted({c.format_name for c in r.connectors()}))
     """
@@ -118,7 +118,7 @@ def test_entry_point_that_fails_to_import_is_reported(tmp_path: Path) -> None:
         "[microbatch.connectors]\nbroken = microbatch_broken_missing.plugin\n"
     )
     code = """
-        from microbatch.registry import ConnectorRegistry
+        from microbatch._registry import ConnectorRegistry
         r = ConnectorRegistry(); r.load_entry_points()
         print([(f.plugin, f.distribution, f.version) for f in r.failures])
         print(r.find("source", "rate").distribution)

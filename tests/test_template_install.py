@@ -33,7 +33,7 @@ def test_template_installs_and_registers_its_connectors() -> None:
 
     check = textwrap.dedent(
         """
-        from microbatch.registry import ConnectorRegistry
+        from microbatch._registry import ConnectorRegistry
 
         registry = ConnectorRegistry()
         registry.load_entry_points()

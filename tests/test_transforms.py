@@ -9,8 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from microbatch.errors import SchemaError, TransformError
-from microbatch.transforms import (
+from microbatch._transforms import (
     Cast,
     Drop,
     Filter,
@@ -22,6 +21,7 @@ from microbatch.transforms import (
     WithColumn,
     WithColumnRenamed,
 )
+from microbatch.errors import SchemaError, TransformError
 
 
 def people() -> pa.RecordBatch:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._registry import Registrar
 from .batch_log import BatchLog
 from .connector import (
     BatchWriter,
@@ -72,18 +73,17 @@ from .options import (
     Requires,
     Rule,
 )
-from .registry import Registrar
 from .state import StateStore
 
 if TYPE_CHECKING:
-    from .frame import StreamFrame
+    from ._frame import StreamFrame
+    from ._query import StreamingQuery, StreamingQueryManager
+    from ._session import Session
+    from ._transforms import Pipeline
+    from ._triggers import Trigger
     from .json_decoder import JsonDecoder
     from .ledger import BatchLedger
     from .progress import StreamingQueryListener, StreamingQueryProgress
-    from .query import StreamingQuery, StreamingQueryManager
-    from .session import Session
-    from .transforms import Pipeline
-    from .triggers import Trigger
     from .types import parse_ddl
 
 __version__ = "0.1.0"
@@ -91,15 +91,15 @@ __version__ = "0.1.0"
 # Heavier modules load on first use, so that `microbatch connectors` starts quickly.
 _LAZY = {
     "BatchLedger": "ledger",
-    "Session": "session",
-    "StreamFrame": "frame",
-    "StreamingQuery": "query",
-    "StreamingQueryManager": "query",
+    "Session": "_session",
+    "StreamFrame": "_frame",
+    "StreamingQuery": "_query",
+    "StreamingQueryManager": "_query",
     "StreamingQueryListener": "progress",
     "StreamingQueryProgress": "progress",
-    "Trigger": "triggers",
+    "Trigger": "_triggers",
     "JsonDecoder": "json_decoder",
-    "Pipeline": "transforms",
+    "Pipeline": "_transforms",
     "parse_ddl": "types",
 }
 

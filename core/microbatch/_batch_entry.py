@@ -9,7 +9,7 @@ Format 2 (written by every release after 0.1)::
 ``sources`` holds one range per source of the query, in plan order (``sources/<i>`` of the
 checkpoint is the state of source ``i``). ``batchWatermarkMs`` is the event-time watermark the
 batch runs with (0 until a query has one), ``conf`` the session settings fixed for the
-checkpoint's lifetime (see :data:`microbatch.session.FIXED_PER_CHECKPOINT`).
+checkpoint's lifetime (see :data:`microbatch._session.FIXED_PER_CHECKPOINT`).
 
 Format 1 (microbatch 0.1) has no ``version`` and exactly one source::
 

@@ -15,7 +15,7 @@ from ._batch_entry import FORMAT_VERSION
 from .errors import CheckpointError, MicrobatchError
 
 if TYPE_CHECKING:
-    from .checkpoint import Checkpoint
+    from ._checkpoint import Checkpoint
     from .state import StateStore
 
 __all__ = ["cmd_checkpoint_forget_identity", "cmd_checkpoint_inspect", "inspect_checkpoint"]
@@ -27,7 +27,7 @@ def inspect_checkpoint(location: str) -> dict[str, Any]:
     Raises :class:`~microbatch.errors.CheckpointError` when there is no checkpoint there and
     :class:`~microbatch.errors.CorruptCheckpointError` naming a file that cannot be read.
     """
-    from .checkpoint import Checkpoint
+    from ._checkpoint import Checkpoint
     from .progress import iso_timestamp
 
     checkpoint = Checkpoint(location)
@@ -130,7 +130,7 @@ def cmd_checkpoint_inspect(args: argparse.Namespace, out: Console, err: Console)
 
 
 def cmd_checkpoint_forget_identity(args: argparse.Namespace, out: Console, err: Console) -> int:
-    from .checkpoint import Checkpoint
+    from ._checkpoint import Checkpoint
 
     sides = tuple(side for side in ("source", "sink") if getattr(args, side)) or (
         "source",

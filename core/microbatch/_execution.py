@@ -10,19 +10,19 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._checkpoint import Checkpoint
+from ._engine import EngineSettings, MicroBatchEngine
+from ._query import StreamingQuery
 from ._redact import describe_error
-from .checkpoint import Checkpoint
+from ._transforms import Pipeline
+from ._triggers import Trigger
 from .connector import StreamReader, StreamWriter, WriteContext
-from .engine import EngineSettings, MicroBatchEngine
 from .errors import CheckpointError, UnsupportedOperationError
 from .options import redact_error, scrub
 from .planner import QueryPlan
-from .query import StreamingQuery
-from .transforms import Pipeline
-from .triggers import Trigger
 
 if TYPE_CHECKING:
-    from .session import Session
+    from ._session import Session
 
 __all__ = ["QuerySettings", "start_query"]
 

@@ -1,7 +1,7 @@
 """The session settings fixed for a checkpoint's lifetime, as a restart resolves them.
 
 Which settings are fixed, and the value of each for a checkpoint that recorded none, is
-declared by :data:`microbatch.session.FIXED_PER_CHECKPOINT`. Every offset entry records their
+declared by :data:`microbatch._session.FIXED_PER_CHECKPOINT`. Every offset entry records their
 values (``conf``); on restart those of the newest entry win over the session's, as in Spark's
 offset log.
 """
@@ -12,8 +12,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ._session import FIXED_PER_CHECKPOINT, SESSION_OPTIONS
 from .errors import CorruptCheckpointError
-from .session import FIXED_PER_CHECKPOINT, SESSION_OPTIONS
 
 __all__ = ["resolve"]
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from ._registry import Registrar
     from .progress import QueryStartedEvent, QueryTerminatedEvent, StreamingQueryProgress
-    from .registry import Registrar
 
 __all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
 

@@ -1,6 +1,6 @@
 """JSON to Arrow in a given schema, with Spark's parse modes; malformed records as data.
 
-``parse_json`` (:class:`~microbatch.transforms.ParseJson`) and the ``json`` file source decode
+``parse_json`` (:class:`~microbatch._transforms.ParseJson`) and the ``json`` file source decode
 with :class:`JsonDecoder`; a connector whose records are JSON (message values, lines of a
 file) should too, so that its users get the same types, the same modes and the same errors::
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
+from ._durations import parse_duration
 from ._option_rules import AtLeastOneOf, AtMostOneOf, ExactlyOneOf, OptionRule, Requires, Rule
 from ._redact import REDACTED, redactor
 from ._secret_keys import is_secret_key, mask_credentials, url_passwords
-from .durations import parse_duration
 from .errors import OptionError
 
 __all__ = [

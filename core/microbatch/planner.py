@@ -22,11 +22,11 @@ from .connector import OutputMode, Sink
 from .errors import ConfigurationError, UnsupportedOperationError
 
 if TYPE_CHECKING:
-    from .frame import StreamFrame
+    from ._frame import StreamFrame
+    from ._reader import SourceSpec
+    from ._registry import ConnectorInfo
+    from ._transforms import Transform
     from .options import Options
-    from .reader import SourceSpec
-    from .registry import ConnectorInfo
-    from .transforms import Transform
 
 __all__ = [
     "PlanNode",

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import microbatch_console.plugin
-from microbatch.registry import ConnectorRegistry
+from microbatch._registry import ConnectorRegistry
 from microbatch_console import ConsoleSink
 
 

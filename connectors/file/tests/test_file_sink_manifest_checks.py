@@ -20,7 +20,7 @@ import pytest
 
 import microbatch as mb
 from microbatch import WriteContext
-from microbatch.cli import main
+from microbatch._cli import main
 from microbatch.errors import CorruptCheckpointError, StreamingQueryException
 from microbatch_file.manifest import METADATA_DIR, Manifest
 from microbatch_file.sinks import ParquetFileSink

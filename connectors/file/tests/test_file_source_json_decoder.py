@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from microbatch import ReadAllAvailable, ReadContext
+from microbatch._transforms import ParseJson
 from microbatch.errors import MalformedJsonError, SourceError
 from microbatch.json_decoder import MalformedKind
-from microbatch.transforms import ParseJson
 from microbatch_file.sources import JsonFileSource
 
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.string())])

@@ -147,7 +147,7 @@ PARSE_ROWS = textwrap.dedent(
     """
     import sys
     import pyarrow as pa
-    from microbatch.transforms import ParseJson
+    from microbatch._transforms import ParseJson
     row = sys.argv[1]
     # the rows around the reader's first block boundary (1 MiB) are the bad ones
     values = pa.array(['{"a": 7}'] * 114_000 + [row] * 3_000 + ['{"a": 7}'], pa.string())

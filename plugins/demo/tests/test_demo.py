@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from microbatch.cli import main
+from microbatch._cli import main
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def test_hook_kills_only_at_the_named_phase_and_batch(tmp_path: Path) -> None:
     script = write_script(
         tmp_path,
         """
-        from microbatch.registry import ConnectorRegistry
+        from microbatch._registry import ConnectorRegistry
         from microbatch_testkit import crash
 
         class Session:

@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 
 from microbatch import Session
-from microbatch.checkpoint import Checkpoint
+from microbatch._checkpoint import Checkpoint
 
 from ._compare import rows_difference, show
 from ._engine import COLLECT_FORMAT, CollectSink, batch_ranges, ensure_registered, wait_until

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import transforms as t
-from .transforms import Pipeline
+from . import _transforms as t
+from ._transforms import Pipeline
 
 if TYPE_CHECKING:
-    from .reader import SourceSpec
-    from .session import Session
-    from .writer import DataStreamWriter
+    from ._reader import SourceSpec
+    from ._session import Session
+    from ._writer import DataStreamWriter
 
 __all__ = ["StreamFrame"]
 
@@ -116,7 +116,7 @@ class StreamFrame:
     @property
     def write_stream(self) -> DataStreamWriter:
         """A builder for the sink: ``.format(...).option(...).start()``."""
-        from .writer import DataStreamWriter
+        from ._writer import DataStreamWriter
 
         return DataStreamWriter(self)
 

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ._query import StreamingQueryManager
+from ._registry import ConnectorRegistry
 from .errors import ConfigurationError
 from .options import Option, Options, OptionSpec
-from .query import StreamingQueryManager
-from .registry import ConnectorRegistry
 
 if TYPE_CHECKING:
-    from .reader import DataReader, DataStreamReader
+    from ._reader import DataReader, DataStreamReader
 
 __all__ = ["FIXED_PER_CHECKPOINT", "SESSION_OPTIONS", "RuntimeConf", "Session"]
 
@@ -196,14 +196,14 @@ class Session:
     @property
     def read_stream(self) -> DataStreamReader:
         """A builder for a streaming source: ``.format(...).option(...).load()``."""
-        from .reader import DataStreamReader
+        from ._reader import DataStreamReader
 
         return DataStreamReader(self)
 
     @property
     def read(self) -> DataReader:
         """A builder for a one-off read of everything a source holds now (a ``pyarrow.Table``)."""
-        from .reader import DataReader
+        from ._reader import DataReader
 
         return DataReader(self)
 

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ._execution import QuerySettings, start_query
+from ._query import StreamingQuery
+from ._triggers import Default, Trigger
 from .connector import OutputMode
 from .errors import ConfigurationError
 from .options import normalize
 from .planner import check_sink_supports, plan_query
-from .query import StreamingQuery
-from .triggers import Default, Trigger
 
 if TYPE_CHECKING:
-    from .frame import StreamFrame
+    from ._frame import StreamFrame
 
 __all__ = ["DataStreamWriter", "check_sink_supports"]
 

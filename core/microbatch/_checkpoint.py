@@ -459,7 +459,7 @@ class Checkpoint:
     @property
     def fixed_conf(self) -> dict[str, Any]:
         """The settings fixed for this checkpoint's lifetime
-        (:data:`~microbatch.session.FIXED_PER_CHECKPOINT`), as new offset entries record them
+        (:data:`~microbatch._session.FIXED_PER_CHECKPOINT`), as new offset entries record them
         and as the query must run with them: the values the newest entry recorded (for a key
         it lacks, format 1 entries included, the value such a checkpoint behaves as), or the
         session's for a checkpoint with no entry yet. Resolved once, by

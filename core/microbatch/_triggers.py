@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from .durations import parse_duration
+from ._durations import parse_duration
 from .errors import ConfigurationError
 
 __all__ = ["AvailableNow", "Default", "Once", "ProcessingTime", "Trigger"]

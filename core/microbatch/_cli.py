@@ -31,9 +31,9 @@ from rich.table import Table
 
 from . import __version__
 from ._cli_checkpoint import cmd_checkpoint_forget_identity, cmd_checkpoint_inspect
+from ._registry import ConnectorInfo, ConnectorRegistry
 from .errors import UnknownFormatError
 from .options import Option
-from .registry import ConnectorInfo, ConnectorRegistry
 
 __all__ = ["build_parser", "main", "render_option_reference"]
 
@@ -397,9 +397,9 @@ def render_option_reference(
 
 
 def _session_options() -> list[Option]:
-    """``microbatch.session.SESSION_OPTIONS`` when the session module declares them."""
+    """``microbatch._session.SESSION_OPTIONS`` when the session module declares them."""
     try:
-        module = importlib.import_module(".session", __package__)
+        module = importlib.import_module("._session", __package__)
     except ModuleNotFoundError:
         return []
     declared = getattr(module, "SESSION_OPTIONS", None)

@@ -22,8 +22,8 @@ from .progress import (
 )
 
 if TYPE_CHECKING:
-    from .engine import MicroBatchEngine
-    from .registry import ConnectorRegistry
+    from ._engine import MicroBatchEngine
+    from ._registry import ConnectorRegistry
 
 __all__ = ["StreamingQuery", "StreamingQueryManager"]
 

@@ -28,8 +28,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ._checkpoint import BatchEntry, Checkpoint, SourceRange
 from ._redact import describe_error
-from .checkpoint import BatchEntry, Checkpoint, SourceRange
+from ._transforms import Pipeline
+from ._triggers import AvailableNow, Once, Trigger
 from .connector import (
     CommitMessage,
     Offset,
@@ -45,8 +47,6 @@ from .connector import (
 )
 from .errors import RetriableError, SchemaMismatchError, SinkError, SourceError
 from .progress import StreamingQueryProgress, iso_timestamp
-from .transforms import Pipeline
-from .triggers import AvailableNow, Once, Trigger
 
 __all__ = ["EngineSettings", "MicroBatchEngine"]
 

@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ._registry import ConnectorInfo
 from .connector import ReadAllAvailable, ReadContext, Source, StreamReader
 from .errors import ConfigurationError, SchemaError
 from .options import Options, redact_error
-from .registry import ConnectorInfo
 from .types import as_schema
 
 if TYPE_CHECKING:
-    from .frame import StreamFrame
-    from .session import Session
+    from ._frame import StreamFrame
+    from ._session import Session
     from .state import StateStore
 
 __all__ = ["DataReader", "DataStreamReader", "SourceSpec"]
@@ -150,7 +150,7 @@ class DataStreamReader(_ReaderBase):
     _streaming = True
 
     def load(self, path: str | None = None) -> StreamFrame:
-        from .frame import StreamFrame
+        from ._frame import StreamFrame
 
         return StreamFrame(self._session, self._spec(path))
 

@@ -475,86 +475,96 @@ def _without_metadata(schema: pa.Schema) -> pa.Schema:
 
 
 @dataclass(frozen=True)
-class ParquetFormat(FileFormat):
-    """Parquet files, read one row group at a time."""
+class _ColumnarFormat(FileFormat):
+    """A binary format that stores its schema and is read in chunks of columns (Parquet,
+    ORC): subclasses say how to open a file and how to take its chunks."""
 
-    label: ClassVar[str] = "Parquet"
     merge_schema: bool = False
 
-    def _schema_of(self, fs: Any, entry: FileEntry) -> pa.Schema:
-        import pyarrow.parquet as pq
+    @abstractmethod
+    def _open(self, handle: Any) -> Any:
+        """The format's reader of the open file ``handle``."""
 
+    @abstractmethod
+    def _file_schema(self, reader: Any) -> pa.Schema:
+        """The schema that ``reader``'s file stores."""
+
+    @abstractmethod
+    def _chunks(self, reader: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The file's rows, one chunk at a time, of ``columns`` only."""
+
+    def _schema_of(self, fs: Any, entry: FileEntry) -> pa.Schema:
         with fs.open(entry.path, "rb") as handle:
-            return pq.ParquetFile(handle).schema_arrow
+            return self._file_schema(self._open(handle))
 
     def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
-        return _infer_binary(self, fs, entries, show)
+        """The schema of the first file by path, or of all files merged with ``mergeSchema``."""
+        if not entries:
+            return None
+        ordered = sorted(entries, key=lambda entry: entry.path)
+        chosen = ordered if self.merge_schema else ordered[:1]
+        schemas = []
+        for entry in chosen:
+            try:
+                schemas.append(_without_metadata(self._schema_of(fs, entry)))
+            except (pa.ArrowInvalid, OSError) as error:
+                raise SourceError(
+                    f"Cannot read the schema of {show(entry.path)} as {self.label}: {error}"
+                ) from None
+        try:
+            return pa.unify_schemas(schemas, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise SourceError(
+                f"The {self.label} files have schemas that cannot be merged: {error}"
+            ) from None
 
     def read(
         self, fs: Any, entry: FileEntry, where: str, schema: pa.Schema, corrupt: bool
     ) -> Iterator[pa.Table]:
-        import pyarrow.parquet as pq
-
         with fs.open(entry.path, "rb") as handle:
             try:
-                reader = pq.ParquetFile(handle)
+                reader = self._open(handle)
             except (pa.ArrowInvalid, OSError) as error:
-                raise SourceError(f"File {where} is not a readable Parquet file: {error}") from None
-            present = [name for name in schema.names if name in reader.schema_arrow.names]
-            for batch in reader.iter_batches(batch_size=65536, columns=present):
-                yield conform(batch, schema, where)
+                raise SourceError(
+                    f"File {where} is not a readable {self.label} file: {error}"
+                ) from None
+            stored = self._file_schema(reader).names
+            present = [name for name in schema.names if name in stored]
+            for chunk in self._chunks(reader, present):
+                yield conform(chunk, schema, where)
 
 
 @dataclass(frozen=True)
-class OrcFormat(FileFormat):
+class ParquetFormat(_ColumnarFormat):
+    """Parquet files, read one row group at a time."""
+
+    label: ClassVar[str] = "Parquet"
+
+    def _open(self, handle: Any) -> Any:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(handle)
+
+    def _file_schema(self, reader: Any) -> pa.Schema:
+        return reader.schema_arrow
+
+    def _chunks(self, reader: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        return reader.iter_batches(batch_size=65536, columns=columns)
+
+
+@dataclass(frozen=True)
+class OrcFormat(_ColumnarFormat):
     """ORC files, read one stripe at a time."""
 
     label: ClassVar[str] = "ORC"
-    merge_schema: bool = False
 
-    def _schema_of(self, fs: Any, entry: FileEntry) -> pa.Schema:
+    def _open(self, handle: Any) -> Any:
         import pyarrow.orc as paorc
 
-        with fs.open(entry.path, "rb") as handle:
-            return paorc.ORCFile(handle).schema
+        return paorc.ORCFile(handle)
 
-    def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
-        return _infer_binary(self, fs, entries, show)
+    def _file_schema(self, reader: Any) -> pa.Schema:
+        return reader.schema
 
-    def read(
-        self, fs: Any, entry: FileEntry, where: str, schema: pa.Schema, corrupt: bool
-    ) -> Iterator[pa.Table]:
-        import pyarrow.orc as paorc
-
-        with fs.open(entry.path, "rb") as handle:
-            try:
-                reader = paorc.ORCFile(handle)
-            except (pa.ArrowInvalid, OSError) as error:
-                raise SourceError(f"File {where} is not a readable ORC file: {error}") from None
-            present = [name for name in schema.names if name in reader.schema.names]
-            for stripe in range(reader.nstripes):
-                yield conform(reader.read_stripe(stripe, columns=present), schema, where)
-
-
-def _infer_binary(
-    fmt: ParquetFormat | OrcFormat, fs: Any, entries: list[FileEntry], show: Any
-) -> pa.Schema | None:
-    """The schema of the first file by path, or of all files merged with ``mergeSchema``."""
-    if not entries:
-        return None
-    ordered = sorted(entries, key=lambda entry: entry.path)
-    chosen = ordered if fmt.merge_schema else ordered[:1]
-    schemas = []
-    for entry in chosen:
-        try:
-            schemas.append(_without_metadata(fmt._schema_of(fs, entry)))
-        except (pa.ArrowInvalid, OSError) as error:
-            raise SourceError(
-                f"Cannot read the schema of {show(entry.path)} as {fmt.label}: {error}"
-            ) from None
-    try:
-        return pa.unify_schemas(schemas, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-        raise SourceError(
-            f"The {fmt.label} files have schemas that cannot be merged: {error}"
-        ) from None
+    def _chunks(self, reader: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        return (reader.read_stripe(stripe, columns=columns) for stripe in range(reader.nstripes))

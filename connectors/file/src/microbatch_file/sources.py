@@ -11,7 +11,7 @@ tracks and cleans up, and a picklable :class:`~._split_reader.FileSplitReader` r
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pyarrow as pa
 
@@ -67,17 +67,10 @@ class FileSource(mb.Source):
         replayable=True, available_now=True, user_schema="required"
     )
 
-    def __init__(
-        self,
-        options: mb.Options,
-        *,
-        user_schema: pa.Schema | None = None,
-        session: Any = None,
-        streaming: bool = True,
-    ) -> None:
-        super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
-        self._keys: tuple[str, ...] | None = None
-        self._resolved = False
+    _keys: tuple[str, ...] | None = None
+    """The partition columns, once :meth:`schema` discovered them."""
+    _resolved: bool = False
+    """Whether :meth:`schema` ran (``_keys`` holds its discovery)."""
 
     @functools.cached_property
     def _where(self) -> SourceLocation:

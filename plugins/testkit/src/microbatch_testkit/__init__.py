@@ -11,16 +11,26 @@ capabilities call for::
         ...
 
 :mod:`microbatch_testkit.data` holds the edge-case input tables; :mod:`microbatch_testkit.crash`
-kills a pipeline at a chosen step to prove recovery. Installing the kit also provides the
+kills a pipeline at a chosen step to prove recovery; :func:`read_elsewhere` and
+:func:`write_batch_elsewhere` read a range's splits and write a batch's parts in other processes
+from pickled objects, for a connector's own checks of exact rows. Installing the kit also provides the
 pytest fixtures ``memory_state`` and ``state_store``.
 """
 
 from __future__ import annotations
 
 from . import crash, data
+from ._processes import read_elsewhere, write_batch_elsewhere
 from .sink import SinkContract
 from .source import SourceContract
 
 __version__ = "0.1.0"
 
-__all__ = ["SinkContract", "SourceContract", "crash", "data"]
+__all__ = [
+    "SinkContract",
+    "SourceContract",
+    "crash",
+    "data",
+    "read_elsewhere",
+    "write_batch_elsewhere",
+]

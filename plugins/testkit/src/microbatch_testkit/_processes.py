@@ -9,6 +9,7 @@ pickles. Failures come back as text naming the step that failed.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import traceback
 from collections.abc import Sequence
@@ -17,7 +18,14 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["read_splits_elsewhere", "write_parts_elsewhere"]
+from microbatch import PartContext, StreamReader, StreamWriter
+
+__all__ = [
+    "read_elsewhere",
+    "read_splits_elsewhere",
+    "write_batch_elsewhere",
+    "write_parts_elsewhere",
+]
 
 _TIMEOUT = 60.0
 
@@ -92,13 +100,20 @@ def _write_one(blob: bytes) -> tuple[str, Any]:
         return _failed(f"pickling the commit message of part {part.part_index}")
 
 
+def _with_pid(function: Any, blob: bytes) -> tuple[int, Any]:
+    return os.getpid(), function(blob)
+
+
 def _run(function: Any, blobs: list[bytes]) -> list[Any]:
     if not blobs:
         return []
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        futures = [pool.submit(function, blob) for blob in blobs]
-        return [future.result(timeout=_TIMEOUT) for future in futures]
+        futures = [pool.submit(_with_pid, function, blob) for blob in blobs]
+        results = [future.result(timeout=_TIMEOUT) for future in futures]
+    if any(pid == os.getpid() for pid, _ in results):
+        raise ElsewhereError("the worker ran in this process, not in another one")
+    return [result for _, result in results]
 
 
 def read_splits_elsewhere(
@@ -132,4 +147,28 @@ def write_parts_elsewhere(
         if status != "ok":
             raise ElsewhereError(f"part {index}: {value}")
         messages.append(pickle.loads(value))
+    return messages
+
+
+def read_elsewhere(reader: StreamReader, start: Any, end: Any) -> list[list[pa.RecordBatch]]:
+    """Every split of ``reader.partitions(start, end)`` read in another process by a pickled
+    copy of ``reader.split_reader()``: the batches of each split, in split order."""
+    where = f"partitions({start!r}, {end!r})"
+    return read_splits_elsewhere(reader.split_reader(), reader.partitions(start, end), where)
+
+
+def write_batch_elsewhere(
+    writer: StreamWriter,
+    schema: pa.Schema,
+    parts: Sequence[Sequence[pa.RecordBatch]],
+    batch_id: int,
+    query_id: str = "",
+) -> list[Any]:
+    """Batch ``batch_id``: each part written in another process by a pickled copy of
+    ``writer.part_writer()`` (part ``i`` with ``PartContext(batch_id, i, len(parts),
+    query_id)``), then the commit messages committed here with ``writer.commit``; returns the
+    messages, in part order."""
+    contexts = [PartContext(batch_id, index, len(parts), query_id) for index in range(len(parts))]
+    messages = write_parts_elsewhere(writer.part_writer(), schema, parts, contexts)
+    writer.commit(messages, batch_id)
     return messages

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,18 +121,10 @@ class AppliedThenFailingSink(JsonLinesSink):
 
 
 @pytest.fixture
-def session() -> Iterator[mb.Session]:
-    with mb.Session() as session:
-
-        class Plugin:
-            @mb.hookimpl
-            def microbatch_register_connectors(self, registry: mb.Registrar) -> None:
-                registry.add_source(FlakySource)
-                registry.add_sink(AppliedThenFailingSink)
-
-        session.registry.register_plugin(Plugin(), "flaky")
-        session.conf.set("batchRetryBackoff", "10 milliseconds")
-        yield session
+def session(session: mb.Session, register: Callable[..., None]) -> mb.Session:
+    register(session, "flaky", FlakySource, AppliedThenFailingSink)
+    session.conf.set("batchRetryBackoff", "10 milliseconds")
+    return session
 
 
 def run(

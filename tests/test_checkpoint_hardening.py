@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +23,6 @@ from microbatch.options import Option, OptionSpec
 from microbatch.state import StateStore
 
 pytest.importorskip("microbatch_file")
-
-
-@pytest.fixture
-def session() -> Iterator[mb.Session]:
-    with mb.Session() as opened:
-        yield opened
-
-
-def write_rows(folder: Path, name: str, ids: range) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = folder.parent / f".{name}.staging"
-    staging.write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    os.replace(staging, folder / name)
 
 
 def run(
@@ -76,7 +63,7 @@ def metadata(checkpoint: Path) -> dict[str, Any]:
 
 # -- item 4: the source's and sink's identity ------------------------------------------------
 def test_a_renamed_input_folder_is_refused_instead_of_read_again(
-    session: mb.Session, tmp_path: Path
+    session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
     write_rows(tmp_path / "in", "a.json", range(50))
     checkpoint, out = tmp_path / "cp", tmp_path / "out"
@@ -92,7 +79,9 @@ def test_a_renamed_input_folder_is_refused_instead_of_read_again(
     assert not (checkpoint / "lock").exists()
 
 
-def test_another_sink_format_or_path_is_refused(session: mb.Session, tmp_path: Path) -> None:
+def test_another_sink_format_or_path_is_refused(
+    session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
+) -> None:
     write_rows(tmp_path / "in", "a.json", range(10))
     checkpoint, out = tmp_path / "cp", tmp_path / "out"
     run(session, tmp_path / "in", out, checkpoint)
@@ -107,7 +96,10 @@ def test_another_sink_format_or_path_is_refused(session: mb.Session, tmp_path: P
 
 
 def test_other_spellings_of_the_same_paths_are_the_same_identity(
-    session: mb.Session, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    session: mb.Session,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    write_rows: Callable[..., None],
 ) -> None:
     write_rows(tmp_path / "in", "a.json", range(5))
     run(session, tmp_path / "in", tmp_path / "out", tmp_path / "cp")
@@ -118,7 +110,7 @@ def test_other_spellings_of_the_same_paths_are_the_same_identity(
 
 
 def test_a_checkpoint_without_identity_records_it_on_its_next_start(
-    session: mb.Session, tmp_path: Path
+    session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
     write_rows(tmp_path / "in", "a.json", range(5))
     checkpoint, out = tmp_path / "cp", tmp_path / "out"
@@ -152,7 +144,10 @@ def test_older_metadata_still_refuses_another_sink_format(tmp_path: Path) -> Non
 
 
 def test_forget_identity_moves_a_query_on_purpose(
-    session: mb.Session, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    session: mb.Session,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    write_rows: Callable[..., None],
 ) -> None:
     write_rows(tmp_path / "old", "a.json", range(10))
     checkpoint, out = tmp_path / "cp", tmp_path / "out"
@@ -314,7 +309,7 @@ def test_commit_entries_older_than_the_offset_log_are_left_overs_of_retention(
 
 
 def test_a_query_refuses_a_renamed_offset_entry_and_writes_nothing(
-    session: mb.Session, tmp_path: Path
+    session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
     """The reported case: an offsets/N entry holding another batch id was re-applied under
     that id (40 rows out of 30)."""
@@ -343,7 +338,12 @@ def test_format_versions_other_than_positive_integers_are_refused(
         Checkpoint(str(tmp_path / "cp")).open(source="rate", sink="memory")
 
 
-def test_the_sink_is_told_the_last_committed_batch_id(session: mb.Session, tmp_path: Path) -> None:
+def test_the_sink_is_told_the_last_committed_batch_id(
+    session: mb.Session,
+    tmp_path: Path,
+    write_rows: Callable[..., None],
+    register: Callable[..., None],
+) -> None:
     seen: list[int | None] = []
 
     class RecordingWriter(mb.BatchWriter):
@@ -357,12 +357,7 @@ def test_the_sink_is_told_the_last_committed_batch_id(session: mb.Session, tmp_p
             seen.append(context.last_committed_batch_id)
             return RecordingWriter(context)
 
-    class Plugin:
-        @mb.hookimpl
-        def microbatch_register_connectors(self, registry: Any) -> None:
-            registry.add_sink(RecordingSink)
-
-    session.registry.register_plugin(Plugin(), "recording")
+    register(session, "recording", RecordingSink)
     write_rows(tmp_path / "in", "a.json", range(3))
     for _ in range(2):
         (
@@ -398,7 +393,7 @@ def test_state_store_sweeps_only_its_own_temporary_files(tmp_path: Path) -> None
 
 
 def test_a_start_sweeps_temporary_files_from_every_checkpoint_folder(
-    session: mb.Session, tmp_path: Path
+    session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
     write_rows(tmp_path / "in", "a.json", range(4))
     checkpoint, out = tmp_path / "cp", tmp_path / "out"

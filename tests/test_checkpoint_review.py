@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +16,6 @@ import microbatch as mb
 from microbatch.errors import CheckpointMismatchError
 
 pytest.importorskip("microbatch_file")
-
-
-@pytest.fixture
-def session() -> Iterator[mb.Session]:
-    with mb.Session() as opened:
-        yield opened
-
-
-def write_rows(folder: Path, name: str, ids: range) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = folder.parent / f".{name}.staging"
-    staging.write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
-    os.replace(staging, folder / name)
 
 
 def run(session: mb.Session, source: str, sink: Path, checkpoint: Path) -> None:
@@ -53,7 +40,7 @@ def output_ids(session: mb.Session, sink: Path) -> list[int]:
     "spelling", ["{root}/in/.", "{root}/in/./", "{root}/x/../in", "{root}//in"]
 )
 def test_a_source_path_spelt_with_dots_or_doubled_slashes_never_reads_files_again(
-    session: mb.Session, tmp_path: Path, spelling: str
+    session: mb.Session, tmp_path: Path, spelling: str, write_rows: Callable[..., None]
 ) -> None:
     """``in/.``, ``x/../in`` and ``//`` name the folder already read, but the file source keys
     the files it has read by the path as spelt: such a restart must be refused (or read
@@ -73,7 +60,7 @@ def test_a_source_path_spelt_with_dots_or_doubled_slashes_never_reads_files_agai
 
 
 def test_a_sink_path_spelt_with_dots_is_still_the_same_sink(
-    session: mb.Session, tmp_path: Path
+    session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
     write_rows(tmp_path / "in", "a.json", range(5))
     checkpoint, out = tmp_path / "cp", tmp_path / "out"
@@ -212,6 +199,7 @@ def test_temporary_files_of_lock_attempts_are_swept_only_once_abandoned(tmp_path
 # -- retention clean-up killed half-way -------------------------------------------------------
 def test_a_commit_entry_left_by_a_clean_up_killed_half_way_is_removed_later(
     tmp_path: Path,
+    write_rows: Callable[..., None],
 ) -> None:
     """Retention deletes offsets/<k> and then commits/<k>; a process killed in between left
     commits/<k> behind, below the oldest offset entry, and no later clean-up removed it."""

@@ -4,7 +4,7 @@ messages, the part context, the planner's checks, and first-contract classes ref
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,20 +116,11 @@ class RecordingSink(mb.Sink):
 
 
 @pytest.fixture
-def session() -> Iterator[mb.Session]:
+def session(session: mb.Session, register: Callable[..., None]) -> mb.Session:
     CALLS.clear()
     COMMITS.clear()
-    with mb.Session() as session:
-
-        class Plugin:
-            @mb.hookimpl
-            def microbatch_register_connectors(self, registry: mb.Registrar) -> None:
-                registry.add_source(CountingSource)
-                registry.add_sink(RecordingSink)
-
-        session.registry.register_plugin(Plugin(), "contract-test")
-        assert not [f for f in session.registry.failures if f.plugin == "contract-test"]
-        yield session
+    register(session, "contract-test", CountingSource, RecordingSink)
+    return session
 
 
 def run(session: mb.Session, source_typed: bool = True, sink_typed: bool = True) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,12 +10,6 @@ import pytest
 
 import microbatch as mb
 from microbatch_memory import MemoryStream
-
-
-@pytest.fixture
-def session() -> Iterator[mb.Session]:
-    with mb.Session() as session:
-        yield session
 
 
 def test_dropped_rows_are_counted_in_progress_and_logged(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,6 @@ from microbatch.errors import (
 from microbatch_memory import MemoryStream
 
 SCHEMA = pa.schema([("value", pa.int64())])
-
-
-@pytest.fixture
-def session() -> Any:
-    with mb.Session() as session:
-        yield session
 
 
 def rate(session: Any, rows: int = 10) -> Any:
@@ -253,7 +248,9 @@ def test_unknown_option_and_wrong_type_fail_at_load(session: Any) -> None:
         rate(session).write_stream.format("console").option("numRow", 3).start()
 
 
-def test_sink_that_needs_a_checkpoint_refuses_to_start_without_one(session: Any) -> None:
+def test_sink_that_needs_a_checkpoint_refuses_to_start_without_one(
+    session: Any, register: Callable[..., None]
+) -> None:
     class DurableSink(mb.Sink):
         format_name = "durable-test"
         capabilities = mb.SinkCapabilities(guarantee=mb.Guarantee.EXACTLY_ONCE)
@@ -261,17 +258,14 @@ def test_sink_that_needs_a_checkpoint_refuses_to_start_without_one(session: Any)
         def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
             raise AssertionError("the query must not start")
 
-    class Plugin:
-        @mb.hookimpl
-        def microbatch_register_connectors(self, registry: Any) -> None:
-            registry.add_sink(DurableSink)
-
-    session.registry.register_plugin(Plugin(), "durable")
+    register(session, "durable", DurableSink)
     with pytest.raises(CheckpointError, match="needs a checkpoint"):
         rate(session).write_stream.format("durable-test").start()
 
 
-def test_unsupported_output_mode_and_partitioning_are_refused(session: Any) -> None:
+def test_unsupported_output_mode_and_partitioning_are_refused(
+    session: Any, register: Callable[..., None]
+) -> None:
     class AppendOnlySink(mb.Sink):
         format_name = "append-only-test"
         capabilities = mb.SinkCapabilities(needs_checkpoint=False)
@@ -279,12 +273,7 @@ def test_unsupported_output_mode_and_partitioning_are_refused(session: Any) -> N
         def stream_writer(self, context: mb.WriteContext) -> mb.StreamWriter:
             raise AssertionError("the query must not start")
 
-    class Plugin:
-        @mb.hookimpl
-        def microbatch_register_connectors(self, registry: Any) -> None:
-            registry.add_sink(AppendOnlySink)
-
-    session.registry.register_plugin(Plugin(), "append-only")
+    register(session, "append-only", AppendOnlySink)
     writer = rate(session).write_stream.format("append-only-test")
     with pytest.raises(UnsupportedOperationError, match=r"complete\. This output mode is not"):
         writer.output_mode("complete").start()
@@ -426,13 +415,8 @@ class LeakySource(mb.Source):
 
 
 @pytest.fixture
-def leaky(session: Any) -> Any:
-    class Plugin:
-        @mb.hookimpl
-        def microbatch_register_connectors(self, registry: Any) -> None:
-            registry.add_source(LeakySource)
-
-    session.registry.register_plugin(Plugin(), "leaky")
+def leaky(session: Any, register: Callable[..., None]) -> Any:
+    register(session, "leaky", LeakySource)
     return session
 
 
@@ -483,13 +467,8 @@ class CountingSource(LeakySource):
 
 
 @pytest.fixture
-def counting(session: Any) -> Any:
-    class Plugin:
-        @mb.hookimpl
-        def microbatch_register_connectors(self, registry: Any) -> None:
-            registry.add_source(CountingSource)
-
-    session.registry.register_plugin(Plugin(), "counting")
+def counting(session: Any, register: Callable[..., None]) -> Any:
+    register(session, "counting", CountingSource)
     CountingSource.calls = 0
     return session
 

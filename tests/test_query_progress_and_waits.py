@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +26,6 @@ from microbatch_rate import RateSource
 
 SCHEMA = pa.schema([("value", pa.int64())])
 START = 1_700_000_000.0
-
-
-@pytest.fixture
-def session() -> Iterator[Any]:
-    with mb.Session() as session:
-        yield session
 
 
 @dataclass(frozen=True)
@@ -92,13 +86,8 @@ class BacklogSource(mb.Source):
 
 
 @pytest.fixture
-def backlog(session: Any) -> Any:
-    class Plugin:
-        @mb.hookimpl
-        def microbatch_register_connectors(self, registry: Any) -> None:
-            registry.add_source(BacklogSource)
-
-    session.registry.register_plugin(Plugin(), "backlog")
+def backlog(session: Any, register: Callable[..., None]) -> Any:
+    register(session, "backlog", BacklogSource)
     return session
 
 

@@ -16,7 +16,7 @@ import pickle
 import re
 import traceback
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -261,18 +261,9 @@ class Recorder(mb.StreamingQueryListener):
 
 
 @pytest.fixture
-def session() -> Iterator[mb.Session]:
-    with mb.Session() as session:
-
-        class Plugin:
-            @mb.hookimpl
-            def microbatch_register_connectors(self, registry: Any) -> None:
-                registry.add_source(SecretSource)
-                registry.add_source(ProbedSecretSource)
-                registry.add_sink(SecretSink)
-
-        session.registry.register_plugin(Plugin(), "secret-test")
-        yield session
+def session(session: mb.Session, register: Callable[..., None]) -> mb.Session:
+    register(session, "secret-test", SecretSource, ProbedSecretSource, SecretSink)
+    return session
 
 
 # -- what is checked ---------------------------------------------------------------------------

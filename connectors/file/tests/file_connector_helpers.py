@@ -1,15 +1,20 @@
 """Making file sources as the builders and the engine do, for tests that drive them directly;
-and the work a process pool does with pickled split readers and part writers."""
+a JSON folder streamed into a memory table, for tests that run real queries; and the work a
+process pool does with pickled split readers and part writers."""
 
 from __future__ import annotations
 
 import os
 import pickle
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
+import microbatch as mb
 from microbatch import Offset, ReadContext, StateStore
 from microbatch_file._stream_reader import FileStreamReader
 from microbatch_file.sources import FileSource
@@ -55,6 +60,33 @@ def read_range(reader: FileStreamReader, start: Offset, end: Offset) -> list[pa.
     """The batches of ``(start, end]``: ``partitions`` then ``split_reader().read`` per split."""
     split_reader = reader.split_reader()
     return [batch for split in reader.partitions(start, end) for batch in split_reader.read(split)]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> float:
+    """Seconds until ``condition()`` held; fails the test after ``timeout``."""
+    began = time.monotonic()
+    while not condition():
+        if time.monotonic() - began > timeout:
+            pytest.fail(f"condition not met within {timeout} s")
+        time.sleep(0.01)
+    return time.monotonic() - began
+
+
+def start_memory_query(
+    session: mb.Session, folder: Path, checkpoint: Path, **options: Any
+) -> mb.StreamingQuery:
+    """A query streaming the JSON files of ``folder`` (``id BIGINT, text STRING``) into the
+    memory table ``events``."""
+    return (
+        session.read_stream.format("json")
+        .schema("id BIGINT, text STRING")
+        .options(**options)
+        .load(str(folder))
+        .write_stream.format("memory")
+        .query_name("events")
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
 
 
 def ipc_bytes(batches: list[pa.RecordBatch], schema: pa.Schema) -> bytes:

@@ -11,12 +11,11 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow.compute as pc
 import pytest
+from file_connector_helpers import start_memory_query, wait_for
 
 import microbatch as mb
 from microbatch_file import _watch
@@ -35,41 +34,6 @@ def drop(folder: Path, name: str, first: int, count: int) -> Path:
     target = folder / name
     os.replace(staging, target)
     return target
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> float:
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.01)
-    return time.monotonic() - began
-
-
-@pytest.fixture
-def session() -> Iterator[mb.Session]:
-    with mb.Session() as opened:
-        yield opened
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "in"
-    path.mkdir()
-    return path
-
-
-def start(session: mb.Session, folder: Path, checkpoint: Path, **options: Any) -> mb.StreamingQuery:
-    return (
-        session.read_stream.format("json")
-        .schema("id BIGINT, text STRING")
-        .options(**options)
-        .load(str(folder))
-        .write_stream.format("memory")
-        .query_name("events")
-        .option("checkpointLocation", str(checkpoint))
-        .start()
-    )
 
 
 def count(session: mb.Session) -> int:
@@ -101,7 +65,7 @@ def test_cp_of_a_large_file_into_the_folder_loses_no_row(
     rows = 400_000  # about 34 MB
     source = tmp_path / "big.json"
     source.write_text(lines(0, rows))
-    query = start(session, folder, tmp_path / "cp")
+    query = start_memory_query(session, folder, tmp_path / "cp")
     try:
         query.process_all_available()
         copies = ("one.json", "two.json", "three.json")
@@ -121,7 +85,7 @@ def test_cp_of_a_large_file_into_the_folder_loses_no_row(
 def test_a_slow_chunked_writer_loses_no_row(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
-    query = start(session, folder, tmp_path / "cp")
+    query = start_memory_query(session, folder, tmp_path / "cp")
     chunks, per_chunk = 10, 10_000
 
     def write() -> None:
@@ -149,7 +113,7 @@ def test_a_slow_chunked_writer_loses_no_row(
 def test_a_file_written_in_place_just_before_process_all_available_is_in_it(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
-    query = start(session, folder, tmp_path / "cp")
+    query = start_memory_query(session, folder, tmp_path / "cp")
     try:
         query.process_all_available()
         for number in range(40):
@@ -167,7 +131,7 @@ def test_a_writer_that_pauses_with_its_file_open_is_waited_for(
     """Past the write timeout without a close, a file still open for writing (``/proc``)
     is still left alone."""
     monkeypatch.setattr(_watch, "WRITE_TIMEOUT", 0.2)
-    query = start(session, folder, tmp_path / "cp")
+    query = start_memory_query(session, folder, tmp_path / "cp")
     try:
         query.process_all_available()
         with (folder / "paused.json").open("w") as handle:
@@ -190,7 +154,7 @@ def test_a_file_being_written_when_the_query_starts_is_taken_whole(
     handle = (folder / "early.json").open("w")
     handle.write(lines(0, 1000))
     handle.flush()
-    query = start(session, folder, tmp_path / "cp")
+    query = start_memory_query(session, folder, tmp_path / "cp")
     try:
         for chunk in range(1, 8):
             time.sleep(0.1)
@@ -207,7 +171,7 @@ def test_a_file_being_written_when_the_query_starts_is_taken_whole(
 def test_a_file_renamed_into_place_is_taken_at_once(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
-    query = start(session, folder, tmp_path / "cp", settleTime="60s")
+    query = start_memory_query(session, folder, tmp_path / "cp", settleTime="60s")
     try:
         query.process_all_available()
         drop(folder, "a.json", 0, 10)
@@ -227,7 +191,7 @@ def test_a_writer_that_reopens_its_file_is_warned_and_counted(
     session: mb.Session, folder: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="microbatch.file")
-    query = start(session, folder, tmp_path / "cp")
+    query = start_memory_query(session, folder, tmp_path / "cp")
     target = folder / "app.log.json"
     try:
         query.process_all_available()
@@ -251,7 +215,7 @@ def test_min_file_age_reads_a_reopening_writer_whole(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
     """The remedy the warning names: minFileAge longer than the writer's pauses."""
-    query = start(session, folder, tmp_path / "cp", minFileAge="1s")
+    query = start_memory_query(session, folder, tmp_path / "cp", minFileAge="1s")
     try:
         query.process_all_available()
         _reopening_logger(folder / "app.log.json", range(10), per_session=20, pause=0.1)
@@ -266,13 +230,13 @@ def test_a_file_changed_while_the_query_was_stopped_is_reported_at_restart(
     """The checkpoint's log keeps the size and time of what was read."""
     caplog.set_level(logging.WARNING, logger="microbatch.file")
     target = drop(folder, "a.json", 0, 10)
-    query = start(session, folder, tmp_path / "cp")
+    query = start_memory_query(session, folder, tmp_path / "cp")
     query.process_all_available()
     query.stop()
     assert count(session) == 10
     with target.open("a") as handle:
         handle.write(lines(10, 5))
-    query = start(session, folder, tmp_path / "cp")
+    query = start_memory_query(session, folder, tmp_path / "cp")
     try:
         drop(folder, "b.json", 100, 1)
         wait_for(lambda: 100 in session.table("events")["id"].to_pylist())
@@ -291,7 +255,7 @@ def test_clean_source_delete_reports_a_reused_name(
     session: mb.Session, folder: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="microbatch.file")
-    query = start(session, folder, tmp_path / "cp", cleanSource="delete")
+    query = start_memory_query(session, folder, tmp_path / "cp", cleanSource="delete")
     try:
         query.process_all_available()
         first = drop(folder, "a.json", 0, 2)

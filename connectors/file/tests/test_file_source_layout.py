@@ -38,13 +38,6 @@ def read_new(source: FileStreamReader, start: int = -1) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: row["id"])
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "in"
-    path.mkdir()
-    return path
-
-
 def test_hidden_and_in_progress_files_are_never_read(folder: Path) -> None:
     put(folder, "ok.json", 1)
     put(folder, "_SUCCESS", 2)

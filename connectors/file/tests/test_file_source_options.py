@@ -77,13 +77,6 @@ def batches(source: FileStreamReader, limit: ReadLimit | None = None) -> list[li
         offset = end
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "in"
-    path.mkdir()
-    return path
-
-
 # -- load-time checks ------------------------------------------------------------------------
 def test_missing_path_fails_at_load_as_spark(tmp_path: Path) -> None:
     session = mb.Session()

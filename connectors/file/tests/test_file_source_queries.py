@@ -6,13 +6,11 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
-from file_connector_helpers import open_reader
+from file_connector_helpers import open_reader, start_memory_query, wait_for
 
 import microbatch as mb
 from microbatch import ReadAllAvailable
@@ -31,44 +29,6 @@ def drop(folder: Path, name: str, *ids: int) -> Path:
     target = folder / name
     os.replace(staging, target)
     return target
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> float:
-    """Seconds until ``condition()`` held; fails after ``timeout``."""
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.01)
-    return time.monotonic() - began
-
-
-@pytest.fixture
-def session() -> Iterator[mb.Session]:
-    with mb.Session() as opened:
-        yield opened
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "in"
-    path.mkdir()
-    return path
-
-
-def start_memory_query(
-    session: mb.Session, folder: Path, checkpoint: Path, **options: Any
-) -> mb.StreamingQuery:
-    return (
-        session.read_stream.format("json")
-        .schema("id BIGINT, text STRING")
-        .options(**options)
-        .load(str(folder))
-        .write_stream.format("memory")
-        .query_name("events")
-        .option("checkpointLocation", str(checkpoint))
-        .start()
-    )
 
 
 def ids(session: mb.Session) -> list[int]:
@@ -125,7 +85,7 @@ def test_a_renamed_tmp_file_is_read_once_and_whole(
         query.process_all_available()
         assert ids(session) == []
         staging.rename(folder / "big.json")
-        wait_for(lambda: len(ids(session)) == 100)
+        wait_for(lambda: len(ids(session)) == 100, timeout=5)
         time.sleep(0.1)
         query.process_all_available()
         assert ids(session) == list(range(100))

@@ -10,10 +10,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from file_connector_helpers import wait_for
 
 import microbatch as mb
 from microbatch.errors import SchemaError
@@ -36,20 +36,6 @@ WRITER = textwrap.dedent(
                 print("written", flush=True)
     """
 )
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    began = time.monotonic()
-    while not condition():
-        if time.monotonic() - began > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(0.01)
-
-
-@pytest.fixture
-def session() -> Iterator[mb.Session]:
-    with mb.Session() as opened:
-        yield opened
 
 
 def test_a_file_its_writer_opened_before_the_query_started_waits_for_its_close(

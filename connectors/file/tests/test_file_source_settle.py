@@ -7,8 +7,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from microbatch_file._discovery import Discovery
 from microbatch_file._listing import Layout, Listing
 from microbatch_file._location import SourceLocation
@@ -17,13 +15,6 @@ from microbatch_file._pickup import Pickup
 
 def lines(first: int, count: int) -> str:
     return "".join(f'{{"id": {i}}}\n' for i in range(first, first + count))
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "in"
-    path.mkdir()
-    return path
 
 
 def _unwatched_pickup(folder: Path, settle: float) -> tuple[Pickup, Listing]:

@@ -34,13 +34,6 @@ def ids_of(source: FileStreamReader, start: int, end: int) -> list[int]:
     return sorted(i for b in batches for i in b["id"].to_pylist())
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "in"
-    path.mkdir()
-    return path
-
-
 def test_a_taken_batch_is_replayed_with_the_same_files(folder: Path, tmp_path: Path) -> None:
     state = StateStore(str(tmp_path / "state"))
     put(folder, "a.json", 1)

@@ -1,5 +1,5 @@
-"""What a spawned worker process runs for ``test_foreachbatch_process_pool.py``, and the foreach
-writers it (and the contract suite's other processes) unpickle.
+"""The foreach writers that the spawned processes of ``test_foreachbatch_process_pool.py`` (and
+of the contract suite) unpickle.
 
 A module of its own (not the test module) so that the worker can import it by name.
 """
@@ -13,19 +13,6 @@ import time
 import uuid
 from pathlib import Path
 from typing import IO, Any
-
-import pyarrow as pa
-
-
-def read_and_write(
-    split_reader: bytes, split: bytes, part_writer: bytes, part: bytes, schema: pa.Schema
-) -> tuple[int, Any]:
-    """Read a split and write it as one part, here, from pickled objects (as an executor
-    would); return this process's id and the part writer's commit message."""
-    reader = pickle.loads(split_reader)
-    writer = pickle.loads(part_writer)
-    data = pa.RecordBatchReader.from_batches(schema, reader.read(pickle.loads(split)))
-    return os.getpid(), writer.write(data, pickle.loads(part))
 
 
 class FileRowWriter:

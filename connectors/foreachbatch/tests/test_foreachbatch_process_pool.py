@@ -11,12 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import multiprocessing
 import os
-import pickle
-import sys
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,35 +19,26 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import PartContext, ReadAllAvailable, ReadContext, StreamWriter, WriteContext
+from microbatch import ReadAllAvailable, ReadContext, StreamWriter, WriteContext
 from microbatch_foreachbatch import ForeachBatchSink, ForeachSink, NoopSink, RowsProcessed
+from microbatch_testkit import read_elsewhere, write_batch_elsewhere
 
 memory = pytest.importorskip("microbatch_memory")
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
-Worker = tuple[ProcessPoolExecutor, ModuleType]
+
+@pytest.fixture
+def module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The module of the foreach writers, importable in the spawned processes too."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned processes inherit it
+    return importlib.import_module("_foreachbatch_spawn")
 
 
-@pytest.fixture(scope="module")
-def worker() -> Iterator[Worker]:
-    """A pool of spawned processes, and the module whose functions they run."""
-    here = str(Path(__file__).parent)
-    sys.path.insert(0, here)  # the spawned processes start with this sys.path
-    try:
-        module = importlib.import_module("_foreachbatch_spawn")
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-            yield pool, module
-    finally:
-        sys.path.remove(here)
-
-
-def run_batches(worker: Worker, writer: StreamWriter) -> list[list[Any]]:
+def run_batches(writer: StreamWriter) -> list[list[Any]]:
     """Batch 0 holds the first two ``add_data`` calls (ids 1, 2 and an empty one), batch 1 the
     third (id 3). Each split is read and written in a worker; each batch commits here. Returns
     the commit messages of each batch."""
-    pool, module = worker
     stream = memory.MemoryStream(SCHEMA)
     stream.add_data([{"id": 1, "name": "a"}, {"id": 2, "name": None}])
     stream.add_data([])
@@ -63,27 +49,8 @@ def run_batches(worker: Worker, writer: StreamWriter) -> list[list[Any]]:
     start = reader.initial_offset()
     for batch_id in range(2):
         end = reader.latest_offset(start, ReadAllAvailable())
-        splits = reader.partitions(start, end)
-        split_reader = pickle.dumps(reader.split_reader())
-        part_writer = pickle.dumps(writer.part_writer())
-        futures = [
-            pool.submit(
-                module.read_and_write,
-                split_reader,
-                pickle.dumps(split),
-                part_writer,
-                pickle.dumps(PartContext(batch_id, index, len(splits), "q")),
-                SCHEMA,
-            )
-            for index, split in enumerate(splits)
-        ]
-        messages: list[Any] = []
-        for future in futures:
-            pid, message = future.result(timeout=60)
-            assert pid != os.getpid()
-            messages.append(message)
-        writer.commit(messages, batch_id)
-        committed.append(messages)
+        parts = read_elsewhere(reader, start, end)
+        committed.append(write_batch_elsewhere(writer, SCHEMA, parts, batch_id, "q"))
         start = end
         stream.add_data([{"id": 3, "name": "c"}])
     writer.stop()
@@ -91,7 +58,7 @@ def run_batches(worker: Worker, writer: StreamWriter) -> list[list[Any]]:
     return committed
 
 
-def test_foreach_batch_parts_written_in_a_spawned_process(worker: Worker) -> None:
+def test_foreach_batch_parts_written_in_a_spawned_process() -> None:
     calls: list[tuple[int, list[int]]] = []
 
     def record(batch: pa.Table, batch_id: int) -> None:
@@ -99,17 +66,16 @@ def test_foreach_batch_parts_written_in_a_spawned_process(worker: Worker) -> Non
 
     options = ForeachBatchSink.options.parse({"function": record}, connector="foreachBatch")
     writer = ForeachBatchSink(options).stream_writer(WriteContext(schema=SCHEMA, query_id="q"))
-    run_batches(worker, writer)
+    run_batches(writer)
     assert calls == [(0, [1, 2]), (1, [3])]  # the function runs here, at commit
 
 
-def test_foreach_writer_runs_in_a_spawned_process(worker: Worker, tmp_path: Path) -> None:
-    _, module = worker
+def test_foreach_writer_runs_in_a_spawned_process(module: ModuleType, tmp_path: Path) -> None:
     options = ForeachSink.options.parse(
         {"writer": module.FileRowWriter(str(tmp_path))}, connector="foreach"
     )
     writer = ForeachSink(options).stream_writer(WriteContext(schema=SCHEMA, query_id="q"))
-    committed = run_batches(worker, writer)
+    committed = run_batches(writer)
     assert committed == [[RowsProcessed(2), RowsProcessed(0)], [RowsProcessed(1)]]
     files = sorted(path.name for path in tmp_path.iterdir())
     assert files == ["part-0-0.jsonl", "part-0-1.jsonl", "part-1-0.jsonl"]  # open() per split
@@ -124,21 +90,20 @@ def test_foreach_writer_runs_in_a_spawned_process(worker: Worker, tmp_path: Path
     assert {r["pid"] for r in records}.isdisjoint({os.getpid()})
 
 
-def test_foreach_function_runs_in_a_spawned_process(worker: Worker, tmp_path: Path) -> None:
-    _, module = worker
+def test_foreach_function_runs_in_a_spawned_process(module: ModuleType, tmp_path: Path) -> None:
     path = tmp_path / "rows.jsonl"
     function = functools.partial(module.append_row, str(path))
     options = ForeachSink.options.parse({"writer": function}, connector="foreach")
     writer = ForeachSink(options).stream_writer(WriteContext(schema=SCHEMA))
-    run_batches(worker, writer)
+    run_batches(writer)
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted(r["row"]["id"] for r in records) == [1, 2, 3]
     assert {r["pid"] for r in records}.isdisjoint({os.getpid()})
 
 
-def test_noop_parts_drained_in_a_spawned_process(worker: Worker) -> None:
+def test_noop_parts_drained_in_a_spawned_process() -> None:
     writer = NoopSink(NoopSink.options.parse({}, connector="noop")).stream_writer(
         WriteContext(schema=SCHEMA)
     )
-    committed = run_batches(worker, writer)
+    committed = run_batches(writer)
     assert committed == [[RowsProcessed(2), RowsProcessed(0)], [RowsProcessed(1)]]

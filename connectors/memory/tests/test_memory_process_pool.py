@@ -7,41 +7,17 @@ this process only and does not pickle).
 
 from __future__ import annotations
 
-import importlib
-import multiprocessing
-import os
 import pickle
-import sys
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import microbatch as mb
-from microbatch import PartContext, ReadAllAvailable, ReadContext, StreamReader, WriteContext
+from microbatch import ReadAllAvailable, ReadContext, StreamReader, WriteContext
 from microbatch_memory import MemorySink, MemoryStream, MemoryStreamSource
+from microbatch_testkit import read_elsewhere, write_batch_elsewhere
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
-
-Worker = tuple[ProcessPoolExecutor, ModuleType]
-
-
-@pytest.fixture(scope="module")
-def worker() -> Iterator[Worker]:
-    """A pool of spawned processes, and the module whose functions they run."""
-    here = str(Path(__file__).parent)
-    sys.path.insert(0, here)  # the spawned processes start with this sys.path
-    try:
-        module = importlib.import_module("_memory_spawn")
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-            yield pool, module
-    finally:
-        sys.path.remove(here)
 
 
 def filled_stream() -> MemoryStream:
@@ -58,22 +34,14 @@ def stream_reader(stream: MemoryStream) -> StreamReader:
     return source.stream_reader(ReadContext(schema=source.schema()))
 
 
-def test_memory_splits_read_in_a_spawned_process(worker: Worker) -> None:
-    pool, module = worker
+def test_memory_splits_read_in_a_spawned_process() -> None:
     stream = filled_stream()
     reader = stream_reader(stream)
     start = reader.initial_offset()
     end = reader.latest_offset(start, ReadAllAvailable())
     with pytest.raises(TypeError):
         pickle.dumps(stream)  # the stream cannot travel: the splits carry its rows
-    payload = pickle.dumps(reader.split_reader())
-    splits = reader.partitions(start, end)
-    futures = [pool.submit(module.read_pickled, payload, pickle.dumps(s)) for s in splits]
-    batches: list[pa.RecordBatch] = []
-    for future in futures:
-        pid, read = future.result(timeout=60)
-        assert pid != os.getpid()
-        batches += read
+    batches = [batch for split in read_elsewhere(reader, start, end) for batch in split]
     elsewhere = pa.Table.from_batches(batches, schema=SCHEMA)
     expected = pa.concat_tables([stream.batch(index) for index in range(3)])
     assert elsewhere.equals(expected)
@@ -86,9 +54,8 @@ def test_memory_splits_read_in_a_spawned_process(worker: Worker) -> None:
     [(mb.OutputMode.APPEND, [1, 2, 3]), (mb.OutputMode.COMPLETE, [3])],
 )
 def test_memory_sink_parts_written_in_a_spawned_process(
-    worker: Worker, mode: mb.OutputMode, expected: list[int]
+    mode: mb.OutputMode, expected: list[int]
 ) -> None:
-    pool, module = worker
     reader = stream_reader(filled_stream())
     with mb.Session(load_plugins=False) as session:
         sink = MemorySink(MemorySink.options.parse({}, connector="memory"), session=session)
@@ -99,26 +66,8 @@ def test_memory_sink_parts_written_in_a_spawned_process(
 
         def run_batch(batch_id: int, start: int, end: int) -> None:
             """Read and write every split elsewhere, then commit the batch here."""
-            splits = reader.partitions({"offset": start}, {"offset": end})
-            split_reader = pickle.dumps(reader.split_reader())
-            part_writer = pickle.dumps(writer.part_writer())
-            futures = [
-                pool.submit(
-                    module.read_and_write,
-                    split_reader,
-                    pickle.dumps(split),
-                    part_writer,
-                    pickle.dumps(PartContext(batch_id, index, len(splits), "q")),
-                    SCHEMA,
-                )
-                for index, split in enumerate(splits)
-            ]
-            messages: list[Any] = []
-            for future in futures:
-                pid, message = future.result(timeout=60)
-                assert pid != os.getpid()
-                messages.append(message)
-            writer.commit(messages, batch_id)
+            parts = read_elsewhere(reader, {"offset": start}, {"offset": end})
+            write_batch_elsewhere(writer, SCHEMA, parts, batch_id, "q")
 
         run_batch(0, 0, 2)
         assert session.table("out").column("id").to_pylist() == [1, 2]

@@ -6,58 +6,41 @@ covers, so the worker process reads them with no connection of its own.
 
 from __future__ import annotations
 
-import importlib
-import multiprocessing
-import os
-import pickle
 import socket
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import pyarrow as pa
 
 from microbatch import ReadAllAvailable, ReadContext
 from microbatch_socket import SocketSource
+from microbatch_testkit import read_elsewhere
 
 DEADLINE = 10.0
 
 
 def test_socket_splits_read_in_a_spawned_process() -> None:
-    here = str(Path(__file__).parent)
-    sys.path.insert(0, here)  # the spawned process starts with this sys.path
-    try:
-        worker = importlib.import_module("_socket_spawn")
-        with socket.create_server(("127.0.0.1", 0)) as listener:
-            options = SocketSource.options.parse(
-                {"host": "127.0.0.1", "port": listener.getsockname()[1], "includeTimestamp": True},
-                connector="socket",
-            )
-            source = SocketSource(options)
-            reader = source.stream_reader(ReadContext(schema=source.schema()))
-            try:
-                listener.settimeout(DEADLINE)
-                server, _ = listener.accept()
-                with server:
-                    server.sendall("one\ntwo ✓\nthree\n".encode())
-                    start = reader.initial_offset()
-                    deadline = time.monotonic() + DEADLINE
-                    while reader.buffered_lines < 3 and time.monotonic() < deadline:
-                        time.sleep(0.005)
-                    end = reader.latest_offset(start, ReadAllAvailable())
-                    assert end == {"offset": 3}
-                    (split,) = reader.partitions(start, end)
-                    payload = pickle.dumps(reader.split_reader())
-                    context = multiprocessing.get_context("spawn")
-                    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-                        future = pool.submit(worker.read_pickled, payload, pickle.dumps(split))
-                        pid, batches = future.result(timeout=60)
-            finally:
-                reader.stop()
-    finally:
-        sys.path.remove(here)
-    assert pid != os.getpid()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        options = SocketSource.options.parse(
+            {"host": "127.0.0.1", "port": listener.getsockname()[1], "includeTimestamp": True},
+            connector="socket",
+        )
+        source = SocketSource(options)
+        reader = source.stream_reader(ReadContext(schema=source.schema()))
+        try:
+            listener.settimeout(DEADLINE)
+            server, _ = listener.accept()
+            with server:
+                server.sendall("one\ntwo ✓\nthree\n".encode())
+                start = reader.initial_offset()
+                deadline = time.monotonic() + DEADLINE
+                while reader.buffered_lines < 3 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                end = reader.latest_offset(start, ReadAllAvailable())
+                assert end == {"offset": 3}
+                (split,) = reader.partitions(start, end)
+                (batches,) = read_elsewhere(reader, start, end)
+        finally:
+            reader.stop()
     table = pa.Table.from_batches(batches, schema=source.schema())
     assert table.column("value").to_pylist() == ["one", "two ✓", "three"]
     local = pa.Table.from_batches(list(reader.split_reader().read(split)), schema=source.schema())

@@ -74,6 +74,15 @@ def sources() -> Iterator[list[SocketStreamReader]]:
         source.stop()
 
 
+@pytest.fixture
+def source(line_server: LineServer, sources: list[SocketStreamReader]) -> SocketStreamReader:
+    """A stream reader with the default options, connected to ``line_server``; stopped after
+    the test."""
+    reader = open_source(line_server)
+    sources.append(reader)
+    return reader
+
+
 def wait_for_offset(
     source: SocketStreamReader, start: dict[str, Any], lines: int
 ) -> dict[str, Any]:
@@ -172,10 +181,8 @@ def test_lines_become_rows_in_order(
 
 
 def test_utf8_split_across_packets_and_invalid_bytes(
-    line_server: LineServer, sources: list[SocketStreamReader]
+    line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     start = source.initial_offset()
     encoded = "héllo wörld\n".encode()
     line_server.send(encoded[:2])
@@ -203,11 +210,7 @@ def test_include_timestamp_stamps_the_arrival_time(
         assert before <= stamp <= after
 
 
-def test_read_limit_caps_the_batch(
-    line_server: LineServer, sources: list[SocketStreamReader]
-) -> None:
-    source = open_source(line_server)
-    sources.append(source)
+def test_read_limit_caps_the_batch(line_server: LineServer, source: SocketStreamReader) -> None:
     start = source.initial_offset()
     line_server.send(b"1\n2\n3\n4\n5\n")
     wait_for_offset(source, start, 5)
@@ -216,10 +219,8 @@ def test_read_limit_caps_the_batch(
 
 
 def test_commit_drops_lines_from_memory(
-    line_server: LineServer, sources: list[SocketStreamReader]
+    line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     start = source.initial_offset()
     line_server.send(b"a\nb\nc\n")
     end = wait_for_offset(source, start, 3)
@@ -233,10 +234,8 @@ def test_commit_drops_lines_from_memory(
 
 
 def test_many_lines_come_in_bounded_batches(
-    line_server: LineServer, sources: list[SocketStreamReader]
+    line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     start = source.initial_offset()
     count = 150_000
     payload = "".join(f"line {index}\n" for index in range(count)).encode()
@@ -253,10 +252,8 @@ def test_many_lines_come_in_bounded_batches(
 
 
 def test_server_closing_ends_the_stream_quietly(
-    line_server: LineServer, sources: list[SocketStreamReader]
+    line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     start = source.initial_offset()
     line_server.send(b"one\nlast line without newline")
     line_server.close_client()
@@ -285,10 +282,8 @@ def test_stop_closes_the_connection_and_is_idempotent(line_server: LineServer) -
 
 
 def test_restart_numbers_new_lines_after_the_checkpoint(
-    line_server: LineServer, sources: list[SocketStreamReader]
+    line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     line_server.send(b"x\ny\n")
     checkpointed = {"offset": 41}
     end = wait_for_offset(source, checkpointed, 43)
@@ -296,10 +291,8 @@ def test_restart_numbers_new_lines_after_the_checkpoint(
 
 
 def test_replayed_batch_after_restart_is_lost_with_a_warning(
-    line_server: LineServer, sources: list[SocketStreamReader], caplog: pytest.LogCaptureFixture
+    line_server: LineServer, source: SocketStreamReader, caplog: pytest.LogCaptureFixture
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     with caplog.at_level(logging.WARNING, logger="microbatch_socket.source"):
         assert read_values(source, {"offset": 3}, {"offset": 5}) == []
     assert "cannot replay lines 4 to 5" in caplog.text
@@ -309,20 +302,14 @@ def test_replayed_batch_after_restart_is_lost_with_a_warning(
 
 
 @pytest.mark.parametrize("offset", [{"seconds": 1}, {"offset": -1}, {"offset": "2"}, None])
-def test_foreign_offsets_are_refused(
-    offset: Any, line_server: LineServer, sources: list[SocketStreamReader]
-) -> None:
-    source = open_source(line_server)
-    sources.append(source)
+def test_foreign_offsets_are_refused(offset: Any, source: SocketStreamReader) -> None:
     with pytest.raises(SourceError, match="not made by the socket source"):
         source.latest_offset(offset, ReadAllAvailable())
 
 
 def test_latest_offset_for_progress_is_where_the_lines_end(
-    line_server: LineServer, sources: list[SocketStreamReader]
+    line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     start = source.initial_offset()
     assert source.report_latest_offset() is None
     line_server.send(b"1\n2\n3\n4\n5\n")
@@ -332,10 +319,8 @@ def test_latest_offset_for_progress_is_where_the_lines_end(
 
 
 def test_lost_lines_are_counted_in_metrics(
-    line_server: LineServer, sources: list[SocketStreamReader]
+    line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     assert source.metrics() == {}
     assert read_values(source, {"offset": 3}, {"offset": 5}) == []  # replayed after a restart
     assert source.metrics() == {"linesLost": 2}
@@ -347,10 +332,8 @@ def test_lost_lines_are_counted_in_metrics(
 
 
 def test_splits_carry_their_lines_and_print_short(
-    line_server: LineServer, sources: list[SocketStreamReader]
+    line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    source = open_source(line_server)
-    sources.append(source)
     start = source.initial_offset()
     line_server.send(b"x\ny\n")
     end = wait_for_offset(source, start, 2)
@@ -363,10 +346,6 @@ def test_splits_carry_their_lines_and_print_short(
     assert read_splits(source, [split])[0].column("value").to_pylist() == ["x", "y"]
 
 
-def test_foreign_splits_are_refused(
-    line_server: LineServer, sources: list[SocketStreamReader]
-) -> None:
-    source = open_source(line_server)
-    sources.append(source)
+def test_foreign_splits_are_refused(source: SocketStreamReader) -> None:
     with pytest.raises(SourceError, match="not planned by the socket source"):
         list(source.split_reader().read({"start": 0, "end": 1}))  # type: ignore[arg-type]

@@ -13,8 +13,8 @@ capabilities call for::
 :mod:`microbatch_testkit.data` holds the edge-case input tables; :mod:`microbatch_testkit.crash`
 kills a pipeline at a chosen step to prove recovery; :func:`read_elsewhere` and
 :func:`write_batch_elsewhere` read a range's splits and write a batch's parts in other processes
-from pickled objects, for a connector's own checks of exact rows. Installing the kit also provides the
-pytest fixtures ``memory_state`` and ``state_store``.
+from pickled objects, for a connector's own checks of exact rows. Installing the kit also
+provides the pytest fixtures ``memory_state`` and ``state_store``.
 """
 
 from __future__ import annotations

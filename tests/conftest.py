@@ -1,0 +1,65 @@
+"""Fixtures shared by the core's tests: an open session, test connectors registered on it as a
+plugin, and JSON-lines input files that appear the way a file source expects them to."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import microbatch as mb
+
+Register = Callable[..., None]
+"""``register(session, name, *connectors)``: see :func:`register`."""
+
+WriteRows = Callable[[Path, str, range], None]
+"""``write_rows(folder, name, ids)``: see :func:`write_rows`."""
+
+
+@pytest.fixture
+def session() -> Iterator[mb.Session]:
+    """A new session, closed after the test."""
+    with mb.Session() as opened:
+        yield opened
+
+
+def _register(session: mb.Session, name: str, *connectors: type[Any]) -> None:
+    """Register ``connectors`` (sources and sinks) on ``session`` as one plugin called ``name``;
+    the plugin must load without a recorded failure."""
+
+    class Plugin:
+        @mb.hookimpl
+        def microbatch_register_connectors(self, registry: mb.Registrar) -> None:
+            for connector in connectors:
+                if issubclass(connector, mb.Sink):
+                    registry.add_sink(connector)
+                else:
+                    registry.add_source(connector)
+
+    session.registry.register_plugin(Plugin(), name)
+    assert not [failure for failure in session.registry.failures if failure.plugin == name]
+
+
+@pytest.fixture
+def register() -> Register:
+    """``register(session, name, *connectors)``: the test's connectors as a plugin ``name``."""
+    return _register
+
+
+def _write_rows(folder: Path, name: str, ids: range) -> None:
+    """Write ``{"id": i}`` for each of ``ids`` as the JSON-lines file ``folder/name``, staged
+    beside ``folder`` and renamed into it, so a file source never sees it half written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = folder.parent / f".{name}.staging"
+    staging.write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+    os.replace(staging, folder / name)
+
+
+@pytest.fixture
+def write_rows() -> WriteRows:
+    """``write_rows(folder, name, ids)``: a new input file of ``{"id": i}`` rows."""
+    return _write_rows

@@ -25,6 +25,15 @@ def entry(batch_id: int) -> BatchEntry:
     )
 
 
+def with_offsets(location: str, *batch_ids: int) -> Checkpoint:
+    """A checkpoint opened at ``location`` with the offsets of ``batch_ids`` logged."""
+    checkpoint = Checkpoint(location)
+    checkpoint.open(source="rate", sink="memory")
+    for batch_id in batch_ids:
+        checkpoint.write_offsets(entry(batch_id))
+    return checkpoint
+
+
 @pytest.fixture(params=["local", "memory"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "memory":
@@ -53,9 +62,7 @@ def test_offsets_and_commits_round_trip(location: str) -> None:
 
 
 def test_a_second_writer_of_the_same_batch_is_refused(location: str) -> None:
-    checkpoint = Checkpoint(location)
-    checkpoint.open(source="rate", sink="memory")
-    checkpoint.write_offsets(entry(0))
+    with_offsets(location, 0)
     with pytest.raises(CheckpointInUseError, match="already has offsets/0"):
         Checkpoint(location).write_offsets(entry(0))
 
@@ -78,9 +85,7 @@ def test_other_source_is_refused(location: str) -> None:
 
 def test_logs_without_metadata_are_refused(tmp_path: Path) -> None:
     location = str(tmp_path / "cp")
-    checkpoint = Checkpoint(location)
-    checkpoint.open(source="rate", sink="memory")
-    checkpoint.write_offsets(entry(0))
+    with_offsets(location, 0)
     os.remove(tmp_path / "cp" / "metadata")
     with pytest.raises(CheckpointError, match="the metadata file is missing"):
         Checkpoint(location).open(source="rate", sink="memory")
@@ -88,9 +93,7 @@ def test_logs_without_metadata_are_refused(tmp_path: Path) -> None:
 
 def test_corrupted_files_are_named(tmp_path: Path) -> None:
     location = str(tmp_path / "cp")
-    checkpoint = Checkpoint(location)
-    checkpoint.open(source="rate", sink="memory")
-    checkpoint.write_offsets(entry(0))
+    with_offsets(location, 0)
     (tmp_path / "cp" / "offsets" / "0").write_text('{"batchId": 0, "sta')
     with pytest.raises(
         CorruptCheckpointError, match=r"offsets/0 is not a valid entry \(it is not valid JSON\)"
@@ -102,10 +105,7 @@ def test_corrupted_files_are_named(tmp_path: Path) -> None:
 
 
 def test_a_gap_in_the_offset_log_is_refused(tmp_path: Path) -> None:
-    checkpoint = Checkpoint(str(tmp_path / "cp"))
-    checkpoint.open(source="rate", sink="memory")
-    for batch_id in (0, 1, 2):
-        checkpoint.write_offsets(entry(batch_id))
+    with_offsets(str(tmp_path / "cp"), 0, 1, 2)
     os.remove(tmp_path / "cp" / "offsets" / "1")
     with pytest.raises(CorruptCheckpointError, match="lacks offsets/1 before offsets/2"):
         Checkpoint(str(tmp_path / "cp")).latest_offsets()

@@ -414,9 +414,10 @@ def test_a_start_sweeps_temporary_files_from_every_checkpoint_folder(
 
 
 # -- item 8: stop(timeout=...) ---------------------------------------------------------------
-def test_stop_with_a_timeout_raises_while_a_batch_runs_and_the_stop_stands(
-    session: mb.Session, tmp_path: Path
-) -> None:
+def start_a_held_batch(
+    session: mb.Session, checkpoint: Path
+) -> tuple[mb.StreamingQuery, threading.Event]:
+    """Start a rate query whose first batch runs until the returned event is set (or 10 s)."""
     entered, release = threading.Event(), threading.Event()
 
     def slow(batch: pa.Table, batch_id: int) -> None:
@@ -428,10 +429,17 @@ def test_stop_with_a_timeout_raises_while_a_batch_runs_and_the_stop_stands(
         .option("rowsPerBatch", 3)
         .load()
         .write_stream.foreach_batch(slow)
-        .option("checkpointLocation", str(tmp_path / "cp"))
+        .option("checkpointLocation", str(checkpoint))
         .start()
     )
     assert entered.wait(5)
+    return query, release
+
+
+def test_stop_with_a_timeout_raises_while_a_batch_runs_and_the_stop_stands(
+    session: mb.Session, tmp_path: Path
+) -> None:
+    query, release = start_a_held_batch(session, tmp_path / "cp")
     with pytest.raises(errors.QueryStopTimeoutError, match=r"did not stop within 0\.2 s") as caught:
         query.stop(timeout=0.2)
     assert isinstance(caught.value, TimeoutError) and caught.value.query_id == query.id
@@ -447,22 +455,8 @@ def test_stop_with_a_timeout_raises_while_a_batch_runs_and_the_stop_stands(
 def test_the_session_stop_timeout_applies_to_a_stop_without_one(
     session: mb.Session, tmp_path: Path
 ) -> None:
-    entered, release = threading.Event(), threading.Event()
-
-    def slow(batch: pa.Table, batch_id: int) -> None:
-        entered.set()
-        release.wait(10)
-
     session.conf.set("stopTimeout", "200 milliseconds")
-    query = (
-        session.read_stream.format("rate-micro-batch")
-        .option("rowsPerBatch", 3)
-        .load()
-        .write_stream.foreach_batch(slow)
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .start()
-    )
-    assert entered.wait(5)
+    query, release = start_a_held_batch(session, tmp_path / "cp")
     try:
         with pytest.raises(errors.QueryStopTimeoutError, match=r"did not stop within 0\.2 s"):
             query.stop()

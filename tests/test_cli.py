@@ -295,23 +295,27 @@ def test_inspect_reads_fsspec_urls(capsys: pytest.CaptureFixture[str]) -> None:
     assert dump["rerunOnRestart"] == 0
 
 
-def test_inspect_corrupted_file_names_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("batches", "committed", "entry", "text", "message"),
+    [
+        (3, 3, "1", '{"batchId": 1, "start"', "is not a valid entry (it is not valid JSON)"),
+        (2, 1, "0", '{"batchId": 0}', "is not a valid offset log entry"),
+    ],
+    ids=["not-json", "missing-fields"],
+)
+def test_inspect_names_a_corrupted_offset_entry(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    batches: int,
+    committed: int,
+    entry: str,
+    text: str,
+    message: str,
 ) -> None:
-    make_checkpoint(str(tmp_path), batches=3, committed=3)
-    (tmp_path / "offsets" / "1").write_text('{"batchId": 1, "start"')
+    make_checkpoint(str(tmp_path), batches=batches, committed=committed)
+    (tmp_path / "offsets" / entry).write_text(text)
     assert main(["checkpoint", "inspect", str(tmp_path)]) == 1
-    err = capsys.readouterr().err
-    assert f"{tmp_path}/offsets/1 is not a valid entry (it is not valid JSON)" in err
-
-
-def test_inspect_offset_entry_missing_fields(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    make_checkpoint(str(tmp_path), batches=2, committed=1)
-    (tmp_path / "offsets" / "0").write_text('{"batchId": 0}')
-    assert main(["checkpoint", "inspect", str(tmp_path)]) == 1
-    assert f"{tmp_path}/offsets/0 is not a valid offset log entry" in capsys.readouterr().err
+    assert f"{tmp_path}/offsets/{entry} {message}" in capsys.readouterr().err
 
 
 def test_inspect_missing_folder(tmp_path: Path) -> None:

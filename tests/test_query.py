@@ -99,32 +99,21 @@ def test_uncommitted_batch_is_rerun_with_same_id_and_offsets(session: Any, tmp_p
     def collect(batch: pa.Table, batch_id: int) -> None:
         seen.append((batch_id, sorted(batch.column("value").to_pylist())))
 
-    query = (
-        rate(session, 3)
-        .write_stream.foreach_batch(collect)
-        .option("checkpointLocation", str(location))
-        .trigger(available_now=True)
-        .start()
-    )
-    query.await_termination()
-    query = (
-        rate(session, 3)
-        .write_stream.foreach_batch(collect)
-        .option("checkpointLocation", str(location))
-        .trigger(available_now=True)
-        .start()
-    )
-    query.await_termination()
+    def run(**trigger: bool) -> None:
+        (
+            rate(session, 3)
+            .write_stream.foreach_batch(collect)
+            .option("checkpointLocation", str(location))
+            .trigger(**trigger)
+            .start()
+            .await_termination()
+        )
+
+    run(available_now=True)
+    run(available_now=True)
     assert seen == [(0, [0, 1, 2]), (1, [3, 4, 5])]
     (location / "commits" / "1").unlink()  # as if the process died before committing batch 1
-    query = (
-        rate(session, 3)
-        .write_stream.foreach_batch(collect)
-        .option("checkpointLocation", str(location))
-        .trigger(once=True)
-        .start()
-    )
-    query.await_termination()
+    run(once=True)
     assert seen[-1] == (1, [3, 4, 5])
     assert (location / "commits" / "1").exists()
 

@@ -71,8 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Structured-Streaming-style micro-batch pipelines in one Python process.",
     )
     parser.add_argument("--version", action="version", version=f"microbatch {__version__}")
-    parser.set_defaults(handler=lambda args, out, err: _usage(parser, err))
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    commands = _command_group(parser)
 
     connectors = commands.add_parser(
         "connectors",
@@ -83,9 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     connectors.add_argument("name", nargs="?", metavar="NAME", help="a format name, e.g. rate")
     connectors.set_defaults(handler=_cmd_connectors)
 
-    checkpoint = commands.add_parser("checkpoint", help="look at a query's checkpoint")
-    checkpoint.set_defaults(handler=lambda args, out, err: _usage(checkpoint, err))
-    checkpoint_commands = checkpoint.add_subparsers(title="commands", metavar="COMMAND")
+    checkpoint_commands = _command_group(
+        commands.add_parser("checkpoint", help="look at a query's checkpoint")
+    )
     inspect = checkpoint_commands.add_parser(
         "inspect",
         help="summarise a checkpoint: query id, format, lock, batches",
@@ -119,9 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("arguments", nargs=argparse.REMAINDER)
     demo.set_defaults(handler=_cmd_demo)
 
-    docs = commands.add_parser("docs", help="render reference documentation")
-    docs.set_defaults(handler=lambda args, out, err: _usage(docs, err))
-    docs_commands = docs.add_subparsers(title="commands", metavar="COMMAND")
+    docs_commands = _command_group(
+        commands.add_parser("docs", help="render reference documentation")
+    )
     options = docs_commands.add_parser(
         "options",
         help="the option reference of every installed connector, in Markdown",
@@ -137,6 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     options.set_defaults(handler=_cmd_docs_options)
     return parser
+
+
+def _command_group(
+    parser: argparse.ArgumentParser,
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """Give ``parser`` sub-commands (added to what this returns); without one it prints its
+    help and exits with status 2."""
+    parser.set_defaults(handler=lambda args, out, err: _usage(parser, err))
+    return parser.add_subparsers(title="commands", metavar="COMMAND")
 
 
 def _usage(parser: argparse.ArgumentParser, err: Console) -> int:

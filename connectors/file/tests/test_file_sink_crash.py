@@ -23,12 +23,12 @@ ROWS_PER_BATCH = 1000
 LAST_BATCH = 3
 
 
-def committed_values(output: Path) -> list[int]:
-    """The ``value`` column of every file the manifest lists, sorted."""
+def committed_values(output: Path, column: str = "value") -> list[int]:
+    """The ``column`` of every file the manifest lists, sorted."""
     manifest = Manifest(fsspec.filesystem("file"), str(output))
     values: list[int] = []
     for path in manifest.files():
-        values += pq.read_table(path, columns=["value"]).column("value").to_pylist()
+        values += pq.read_table(path, columns=[column]).column(column).to_pylist()
     return sorted(values)
 
 
@@ -98,7 +98,7 @@ def test_json_files_to_parquet_is_exactly_once_and_archives_each_file_once(
     assert manifest.has_batch(1) == (phase == "sink_committed")
     crash.run_to_completion(JSON_SCRIPT, args=args)
 
-    assert committed_values_by_id(output) == list(range(FILES * ROWS_PER_FILE))
+    assert committed_values(output, "id") == list(range(FILES * ROWS_PER_FILE))
     assert data_files_on_disk(output) == set(manifest.files()), "files of the crash remain"
     table = mb.Session().read.format("parquet").load(str(output))
     rows = sorted(
@@ -112,12 +112,3 @@ def test_json_files_to_parquet_is_exactly_once_and_archives_each_file_once(
     for path in archived:
         assert path.read_bytes() == contents[path.name]
         assert path.parent == archive / source.relative_to("/")
-
-
-def committed_values_by_id(output: Path) -> list[int]:
-    """The ``id`` column of every file the manifest lists, sorted."""
-    manifest = Manifest(fsspec.filesystem("file"), str(output))
-    ids: list[int] = []
-    for path in manifest.files():
-        ids += pq.read_table(path, columns=["id"]).column("id").to_pylist()
-    return sorted(ids)

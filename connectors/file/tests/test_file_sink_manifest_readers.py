@@ -100,11 +100,10 @@ def downstream(session: mb.Session, folder: Path, checkpoint: Path) -> mb.Stream
     )
 
 
-def run_readers(
-    session: mb.Session, folder: Path, checkpoint: Path
-) -> tuple[mb.StreamingQuery, list[str]]:
+def run_readers(session: mb.Session, folder: Path, checkpoint: Path) -> mb.StreamingQuery:
     """Run a downstream query and two batch-read loops for SECONDS, asserting that each read
-    at least once; the query (still running) and the failures of the batch reads."""
+    at least once and that neither the query nor any batch read failed; the query (still
+    running)."""
     query = downstream(session, folder, checkpoint)
     reads = [BatchReads(folder), BatchReads(folder)]
     try:
@@ -115,7 +114,19 @@ def run_readers(
         for loop in reads:
             loop.stop()
     assert all(loop.reads or loop.failures for loop in reads), "a batch-read loop never ran"
-    return query, [failure for loop in reads for failure in loop.failures]
+    failures = [failure for loop in reads for failure in loop.failures]
+    assert query.exception() is None, f"the downstream query failed: {query.exception()}"
+    assert not failures, f"{len(failures)} batch reads failed, first: {failures[0]}"
+    return query
+
+
+def assert_exact_copy(session: mb.Session, query: mb.StreamingQuery, expected: list[int]) -> None:
+    """Let the downstream query catch up and stop it: it copied ``expected``, each row once."""
+    query.process_all_available()
+    copied = session.table("copy").column("value").to_pylist()
+    query.stop()
+    assert query.exception() is None
+    assert sorted(copied) == expected, "the downstream copy lost or doubled rows"
 
 
 def committed_values(folder: Path) -> list[int]:
@@ -139,17 +150,11 @@ def test_a_chained_query_and_batch_reads_never_fail_while_the_sink_is_written(
     try:
         wait_for(lambda: (folder / METADATA_DIR / "0").exists(), "the upstream's first batch")
         session = mb.Session()
-        query, failures = run_readers(session, folder, tmp_path / "cp-down")
-        assert query.exception() is None, f"the downstream query failed: {query.exception()}"
-        assert not failures, f"{len(failures)} batch reads failed, first: {failures[0]}"
+        query = run_readers(session, folder, tmp_path / "cp-down")
         upstream.finish()
         expected = sorted(committed_values(folder))
         assert expected == list(range(len(expected))) and len(expected) > 50
-        query.process_all_available()
-        copied = session.table("copy").column("value").to_pylist()
-        query.stop()
-        assert query.exception() is None
-        assert sorted(copied) == expected, "the downstream copy lost or doubled rows"
+        assert_exact_copy(session, query, expected)
     finally:
         upstream.kill()
 
@@ -180,16 +185,10 @@ def test_readers_of_a_long_log_never_fail_while_a_fast_writer_compacts(tmp_path:
             lambda: (manifest.latest_batch_id() or 0) >= first + 20, "the writer's compactions"
         )
         session = mb.Session()
-        query, failures = run_readers(session, folder, tmp_path / "cp-down")
-        assert query.exception() is None, f"the downstream query failed: {query.exception()}"
-        assert not failures, f"{len(failures)} batch reads failed, first: {failures[0]}"
+        query = run_readers(session, folder, tmp_path / "cp-down")
         last = upstream.finish()
         expected = list(range(first * 3, (last + 1) * 3))
         assert sorted(committed_values(folder)) == expected
-        query.process_all_available()
-        copied = session.table("copy").column("value").to_pylist()
-        query.stop()
-        assert query.exception() is None
-        assert sorted(copied) == expected, "the downstream copy lost or doubled rows"
+        assert_exact_copy(session, query, expected)
     finally:
         upstream.kill()

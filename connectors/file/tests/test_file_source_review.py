@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from file_connector_helpers import wait_for
+from file_connector_helpers import start_memory_query, wait_for
 
 import microbatch as mb
 from microbatch.errors import SchemaError
@@ -57,15 +57,8 @@ def test_a_file_its_writer_opened_before_the_query_started_waits_for_its_close(
     try:
         assert writer.stdout.readline().strip() == "written"
         time.sleep(0.4)  # the file's time is now older than settleTime
-        query = (
-            session.read_stream.format("json")
-            .schema("id BIGINT, text STRING")
-            .option("settleTime", "200 milliseconds")
-            .load(str(folder))
-            .write_stream.format("memory")
-            .query_name("events")
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .start()
+        query = start_memory_query(
+            session, folder, tmp_path / "checkpoint", settleTime="200 milliseconds"
         )
         try:
             query.process_all_available()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import textwrap
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -69,11 +70,10 @@ PIPELINE = textwrap.dedent(
 )
 
 
-def test_a_kill_inside_the_transaction_leaves_the_batch_to_the_replay(tmp_path: Path) -> None:
-    database = tmp_path / "target.db"
-    with closing(sqlite3.connect(database)) as connection:
-        connection.execute("CREATE TABLE numbers (value INTEGER, batch INTEGER)")
-        connection.commit()
+def test_a_kill_inside_the_transaction_leaves_the_batch_to_the_replay(
+    tmp_path: Path, new_database: Callable[[str], Path]
+) -> None:
+    database = new_database("numbers (value INTEGER, batch INTEGER)")
     script = tmp_path / "pipeline.py"
     script.write_text(PIPELINE)
     args = [str(database), str(tmp_path / "cp")]

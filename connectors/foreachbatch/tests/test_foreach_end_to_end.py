@@ -16,6 +16,7 @@ import pytest
 import microbatch as mb
 from microbatch import BatchLedger, ConfigurationError
 from microbatch.errors import StreamingQueryException
+from microbatch_testkit.crash import FailAt
 
 pytest.importorskip("microbatch_rate")
 
@@ -40,18 +41,6 @@ def run_available_now(writer: Any) -> Any:
     with contextlib.suppress(StreamingQueryException):  # the caller reads query.exception()
         assert query.await_termination(60)
     return query
-
-
-class CrashAfterSinkCommit:
-    """Fails the query after the sink committed ``batch_id`` but before the commit log."""
-
-    def __init__(self, batch_id: int) -> None:
-        self.batch_id = batch_id
-
-    @mb.hookimpl
-    def microbatch_batch_phase(self, query_id: str, batch_id: int, phase: str) -> None:
-        if batch_id == self.batch_id and phase == "sink_committed":
-            raise RuntimeError(f"simulated crash after the sink committed batch {batch_id}")
 
 
 def test_foreach_batch_gets_each_batch_with_its_id(session: mb.Session, tmp_path: Path) -> None:
@@ -88,7 +77,7 @@ def test_foreach_batch_with_the_ledger_writes_sqlite_exactly_once(tmp_path: Path
                 batch_id, lambda c: c.executemany("INSERT INTO numbers VALUES (?, ?)", rows)
             )
 
-    crash = CrashAfterSinkCommit(batch_id=1)
+    crash = FailAt("sink_committed", batch_id=1)  # after the sink committed, before the log
     checkpoint = str(tmp_path / "cp")
     with mb.Session(plugins=[crash]) as session:
         writer = (

@@ -4,7 +4,7 @@ on every start there, so the ledger would skip the rows of a new run's batches."
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -21,12 +21,8 @@ INSERT = "INSERT INTO numbers VALUES (?)"
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> Path:
-    path = tmp_path / "target.db"
-    with closing(sqlite3.connect(path)) as connection:
-        connection.execute("CREATE TABLE numbers (value INTEGER)")
-        connection.commit()
-    return path
+def database(new_database: Callable[[str], Path]) -> Path:
+    return new_database("numbers (value INTEGER)")
 
 
 def writer_into(database: Path, shared: BatchLedger | None = None) -> Any:
@@ -43,9 +39,10 @@ def writer_into(database: Path, shared: BatchLedger | None = None) -> Any:
     return write
 
 
-def stored(database: Path) -> list[int]:
-    with closing(sqlite3.connect(database)) as fresh:
-        return sorted(row[0] for row in fresh.execute("SELECT value FROM numbers"))
+@pytest.fixture
+def stored(database: Path, select: Callable[[Path, str], list[Any]]) -> Callable[[], list[int]]:
+    """The values in ``numbers``, sorted."""
+    return lambda: [value for (value,) in select(database, "SELECT value FROM numbers")]
 
 
 def start(session: mb.Session, function: Any, checkpoint: Path | None) -> mb.StreamingQuery:
@@ -69,7 +66,7 @@ def session() -> Iterator[mb.Session]:
 
 
 def test_a_ledger_in_a_query_without_checkpoint_fails_the_query(
-    session: mb.Session, database: Path
+    session: mb.Session, database: Path, stored: Callable[[], list[int]]
 ) -> None:
     query = start(session, writer_into(database), checkpoint=None)
     with pytest.raises(mb.StreamingQueryException) as caught:
@@ -78,25 +75,25 @@ def test_a_ledger_in_a_query_without_checkpoint_fails_the_query(
     assert isinstance(cause, ConfigurationError)
     assert "BatchLedger(key='numbers') is used by query 'numbers'" in str(cause)
     assert "checkpointLocation" in str(cause)
-    assert stored(database) == []  # nothing applied, nothing marked
+    assert stored() == []  # nothing applied, nothing marked
 
 
 def test_a_ledger_built_outside_the_function_is_checked_when_used(
-    session: mb.Session, database: Path
+    session: mb.Session, database: Path, stored: Callable[[], list[int]]
 ) -> None:
     with closing(sqlite3.connect(database, check_same_thread=False)) as connection:
         ledger = BatchLedger(connection, key="numbers")  # outside any query: accepted
         query = start(session, writer_into(database, shared=ledger), checkpoint=None)
         with pytest.raises(mb.StreamingQueryException, match="no checkpointLocation"):
             query.await_termination(30)
-    assert stored(database) == []
+    assert stored() == []
 
 
 def test_a_ledger_in_a_query_with_a_checkpoint_applies_each_batch(
-    session: mb.Session, database: Path, tmp_path: Path
+    session: mb.Session, database: Path, stored: Callable[[], list[int]], tmp_path: Path
 ) -> None:
     query = start(session, writer_into(database), checkpoint=tmp_path / "cp")
     assert query.await_termination(30)
     assert query.exception() is None
-    assert stored(database) == list(range(len(stored(database))))
-    assert stored(database)
+    assert stored() == list(range(len(stored())))
+    assert stored()

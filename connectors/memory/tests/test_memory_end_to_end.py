@@ -13,6 +13,7 @@ import microbatch as mb
 from microbatch import ConfigurationError
 from microbatch.errors import StreamingQueryException, UnsupportedOperationError
 from microbatch_memory import MemoryStream, memory_table
+from microbatch_testkit.crash import FailAt
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -29,18 +30,6 @@ def ids(table: pa.Table) -> list[int]:
 
 def rows(*values: int) -> list[dict[str, Any]]:
     return [{"id": value, "name": f"n{value}"} for value in values]
-
-
-class CrashAfterSinkCommit:
-    """Fails the query after the sink committed ``batch_id`` but before the commit log."""
-
-    def __init__(self, batch_id: int) -> None:
-        self.batch_id = batch_id
-
-    @mb.hookimpl
-    def microbatch_batch_phase(self, query_id: str, batch_id: int, phase: str) -> None:
-        if batch_id == self.batch_id and phase == "sink_committed":
-            raise RuntimeError(f"simulated crash after the sink committed batch {batch_id}")
 
 
 def test_filtered_stream_lands_in_the_session_table(session: mb.Session) -> None:
@@ -148,7 +137,7 @@ def test_a_new_query_with_the_same_name_starts_empty(session: mb.Session) -> Non
 def test_a_batch_replayed_after_a_crash_is_applied_once(tmp_path: Path) -> None:
     checkpoint = str(tmp_path / "cp")
     stream = MemoryStream(SCHEMA)
-    crash = CrashAfterSinkCommit(batch_id=1)
+    crash = FailAt("sink_committed", batch_id=1)  # after the sink committed, before the log
     with mb.Session(plugins=[crash]) as crashing:
         writer = (
             stream.to_frame(crashing)

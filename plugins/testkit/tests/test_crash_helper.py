@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import microbatch as mb
 from microbatch_testkit import crash
 
 SCRIPT = Path(__file__).parent / "scripts" / "rate_to_sqlite.py"
@@ -151,3 +152,25 @@ def test_timeout_reports_output(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="timed out after 1 s") as caught:
         crash.run_to_completion(script, timeout=1)
     assert "waiting" in str(caught.value)
+
+
+def test_stop_after_batch_stops_at_the_batch_and_exits_when_it_is_not_reached() -> None:
+    with mb.Session() as session:
+
+        def start(every: str) -> mb.StreamingQuery:
+            return (
+                session.read_stream.format("rate-micro-batch")
+                .option("rowsPerBatch", 1)
+                .load()
+                .write_stream.format("noop")
+                .trigger(processing_time=every)
+                .start()
+            )
+
+        query = start("0 seconds")
+        crash.stop_after_batch(query, 2)
+        assert not query.is_active and query.last_progress["batchId"] >= 2
+        idle = start("1 hour")
+        with pytest.raises(SystemExit, match=r"batch 5 was not reached in 0\.3 s"):
+            crash.stop_after_batch(idle, 5, timeout=0.3)
+        assert not idle.is_active

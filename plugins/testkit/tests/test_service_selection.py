@@ -232,13 +232,19 @@ def test_postgres(postgres_database):
 """
 
 
-def test_fixtures_skip_with_the_reason(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def external_unset(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """The external provider chosen with neither of its addresses set."""
     monkeypatch.setenv("MICROBATCH_SERVICES", "external")
     monkeypatch.delenv("MICROBATCH_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.delenv("MICROBATCH_POSTGRES_URL", raising=False)
-    monkeypatch.delenv("MICROBATCH_REQUIRE_SERVICES", raising=False)
+    return monkeypatch
+
+
+def test_fixtures_skip_with_the_reason(
+    pytester: pytest.Pytester, external_unset: pytest.MonkeyPatch
+) -> None:
+    external_unset.delenv("MICROBATCH_REQUIRE_SERVICES", raising=False)
     pytester.makepyfile(test_uses_both=USES_BOTH)
     result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
     result.assert_outcomes(skipped=2)
@@ -251,12 +257,9 @@ def test_fixtures_skip_with_the_reason(
 
 
 def test_required_services_turn_the_skip_into_a_failure(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, external_unset: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MICROBATCH_SERVICES", "external")
-    monkeypatch.delenv("MICROBATCH_KAFKA_BOOTSTRAP", raising=False)
-    monkeypatch.delenv("MICROBATCH_POSTGRES_URL", raising=False)
-    monkeypatch.setenv("MICROBATCH_REQUIRE_SERVICES", "1")
+    external_unset.setenv("MICROBATCH_REQUIRE_SERVICES", "1")
     pytester.makepyfile(test_uses_both=USES_BOTH)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=2)

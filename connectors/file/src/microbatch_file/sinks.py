@@ -221,25 +221,29 @@ class ParquetFileSink(FileSink):
         )
 
 
+_TEXT_COMPRESSION = Option(
+    name="compression",
+    default="none",
+    choices=TEXT_COMPRESSIONS,
+    doc="Compression of whole files (adds .gz, .bz2, .zst or .lz4 to their names).",
+)
+_LINE_SEP = Option(name="lineSep", default="\n", doc="The text written after each row.")
+
+
 class JsonFileSink(FileSink):
     """Writes newline-delimited JSON files (one object per row, UTF-8)."""
 
     format_name = "json"
     description = "Writes newline-delimited JSON files into a folder, exactly once."
     options = _COMMON.extend(
-        Option(
-            name="compression",
-            default="none",
-            choices=TEXT_COMPRESSIONS,
-            doc="Compression of whole files (adds .gz, .bz2, .zst or .lz4 to their names).",
-        ),
+        _TEXT_COMPRESSION,
         Option(
             name="ignoreNullFields",
             type="bool",
             default=True,
             doc="Leave out fields whose value is null (instead of writing null).",
         ),
-        Option(name="lineSep", default="\n", doc="The text written after each row."),
+        _LINE_SEP,
     )
 
     def make_format(self) -> FileFormat:
@@ -263,7 +267,7 @@ class CsvFileSink(FileSink):
             doc="Write the column names as the first line of every file.",
         ),
         Option(name="sep", default=",", doc="The field separator (one character)."),
-        Option(name="lineSep", default="\n", doc="The text written after each row."),
+        _LINE_SEP,
         Option(name="nullValue", default="", doc="The text written for a null value."),
         Option(
             name="quoteAll",
@@ -271,12 +275,7 @@ class CsvFileSink(FileSink):
             default=False,
             doc="Quote every non-null value (by default only values that need it).",
         ),
-        Option(
-            name="compression",
-            default="none",
-            choices=TEXT_COMPRESSIONS,
-            doc="Compression of whole files (adds .gz, .bz2, .zst or .lz4 to their names).",
-        ),
+        _TEXT_COMPRESSION,
     )
 
     def make_format(self) -> FileFormat:

@@ -9,7 +9,6 @@ three splits, written as files of at most 150 rows.
 from __future__ import annotations
 
 import sys
-import time
 
 import microbatch as mb
 from microbatch_testkit import crash
@@ -32,19 +31,7 @@ def main(output: str, checkpoint: str, last_batch: int) -> None:
         .trigger(processing_time="0 seconds")
         .start()
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        progress = query.last_progress
-        if progress is not None and progress["batchId"] >= last_batch:
-            break
-        if query.exception() is not None:
-            break
-        time.sleep(0.01)
-    query.stop()
-    if query.exception() is not None:
-        raise SystemExit(f"query failed: {query.exception()}")
-    if query.last_progress is None or query.last_progress["batchId"] < last_batch:
-        raise SystemExit(f"batch {last_batch} was not reached in 30 s")
+    crash.stop_after_batch(query, last_batch, timeout=30)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,24 @@
-"""Checks that user callables can take the arguments the sinks will pass."""
+"""Checks that user callables can take the arguments the sinks will pass, and the
+capabilities of the sinks that call them."""
 
 from __future__ import annotations
 
 import inspect
 from typing import Any
 
+import microbatch as mb
+from microbatch.connector import Guarantee, OutputMode
 from microbatch.errors import ConfigurationError
 
-__all__ = ["check_arguments", "describe_callable"]
+__all__ = ["USER_CODE_CAPABILITIES", "check_arguments", "describe_callable"]
+
+USER_CODE_CAPABILITIES = mb.SinkCapabilities(
+    output_modes=frozenset(OutputMode),
+    guarantee=Guarantee.AT_LEAST_ONCE,
+    needs_checkpoint=False,
+)
+"""``foreachBatch`` and ``foreach``: every output mode; the user's code may see a batch again
+after a failure (at-least-once); nothing of theirs lives in the checkpoint."""
 
 
 def describe_callable(function: Any) -> str:

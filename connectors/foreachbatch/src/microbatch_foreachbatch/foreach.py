@@ -10,11 +10,10 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 import microbatch as mb
-from microbatch.connector import Guarantee, OutputMode
 from microbatch.errors import ConfigurationError
 from microbatch.options import Option, Options, OptionSpec
 
-from ._callables import check_arguments, describe_callable
+from ._callables import USER_CODE_CAPABILITIES, check_arguments, describe_callable
 from ._messages import RowsProcessed
 
 __all__ = ["ForeachPartWriter", "ForeachSink", "ForeachWriter"]
@@ -61,11 +60,7 @@ class ForeachSink(mb.Sink):
             "open(partition_id, epoch_id) and close(error); write_stream.foreach(writer) sets it.",
         ),
     )
-    capabilities: ClassVar[mb.SinkCapabilities] = mb.SinkCapabilities(
-        output_modes=frozenset(OutputMode),
-        guarantee=Guarantee.AT_LEAST_ONCE,
-        needs_checkpoint=False,
-    )
+    capabilities: ClassVar[mb.SinkCapabilities] = USER_CODE_CAPABILITIES
 
     def __init__(self, options: Options, *, session: Any = None) -> None:
         super().__init__(options, session=session)

@@ -8,12 +8,11 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 import microbatch as mb
-from microbatch.connector import Guarantee, OutputMode
 from microbatch.errors import ConfigurationError
 from microbatch.ledger import query_scope
 from microbatch.options import Option, Options, OptionSpec
 
-from ._callables import check_arguments, describe_callable
+from ._callables import USER_CODE_CAPABILITIES, check_arguments, describe_callable
 
 __all__ = ["ForeachBatchSink", "ForeachBatchWriter"]
 
@@ -42,11 +41,7 @@ class ForeachBatchSink(mb.Sink):
             "write_stream.foreach_batch(function) sets it.",
         ),
     )
-    capabilities: ClassVar[mb.SinkCapabilities] = mb.SinkCapabilities(
-        output_modes=frozenset(OutputMode),
-        guarantee=Guarantee.AT_LEAST_ONCE,
-        needs_checkpoint=False,
-    )
+    capabilities: ClassVar[mb.SinkCapabilities] = USER_CODE_CAPABILITIES
 
     def __init__(self, options: Options, *, session: Any = None) -> None:
         super().__init__(options, session=session)

@@ -27,6 +27,8 @@ from microbatch.errors import ConfigurationError, SchemaMismatchError, SourceErr
 from microbatch.options import Option, Options, OptionSpec
 from microbatch.types import as_schema
 
+from .table import show_schema as _show
+
 __all__ = [
     "MemorySplit",
     "MemorySplitReader",
@@ -143,10 +145,6 @@ class MemoryStream:
                 f"MemoryStream.add_data: cannot cast [{_show(table.schema)}] to the stream's "
                 f"schema [{_show(self.schema)}]: {error}"
             ) from None
-
-
-def _show(schema: pa.Schema) -> str:
-    return ", ".join(f"{field.name}: {field.type}" for field in schema)
 
 
 class MemoryStreamSource(mb.Source):

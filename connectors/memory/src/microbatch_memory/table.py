@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from microbatch.errors import SchemaMismatchError
 
-__all__ = ["MemoryTable", "attach_table", "memory_table"]
+__all__ = ["MemoryTable", "attach_table", "memory_table", "show_schema"]
 
 
 class MemoryTable:
@@ -98,11 +98,12 @@ class MemoryTable:
         except (KeyError, ValueError, pa.ArrowException) as error:
             raise SchemaMismatchError(
                 f"Batch {batch_id} for memory table '{self.name}' has schema "
-                f"[{_show(table.schema)}], expected [{_show(self.schema)}]: {error}"
+                f"[{show_schema(table.schema)}], expected [{show_schema(self.schema)}]: {error}"
             ) from None
 
 
-def _show(schema: pa.Schema) -> str:
+def show_schema(schema: pa.Schema) -> str:
+    """``name: type, ...`` for error messages."""
     return ", ".join(f"{field.name}: {field.type}" for field in schema)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from microbatch import Option
+from microbatch import Option, Split
 from microbatch.errors import SourceError
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "NUM_PARTITIONS",
     "SCHEMA",
     "TIMESTAMP",
+    "StridedSplit",
     "foreign_split",
     "int_field",
     "partition_count",
@@ -55,6 +57,25 @@ def partition_count(range_start: int, range_end: int, partition: int, partitions
     ``range_end`` (Spark's assignment of values to partitions)."""
     first = range_start + partition
     return max(0, -(-(range_end - first) // partitions))
+
+
+@dataclass(frozen=True)
+class StridedSplit(Split):
+    """Partition ``partition`` of ``partitions`` of the values ``[range_start, range_end)``:
+    the values ``range_start + partition + k * partitions`` (Spark's assignment)."""
+
+    partition: int
+    partitions: int
+    range_start: int
+    range_end: int
+
+    def count(self) -> int:
+        """How many values this split holds."""
+        return partition_count(self.range_start, self.range_end, self.partition, self.partitions)
+
+    def values(self) -> Iterator[pa.Int64Array]:
+        """This split's values, in arrays of at most ``CHUNK_ROWS``."""
+        return value_chunks(self.range_start + self.partition, self.count(), self.partitions)
 
 
 def value_chunks(first: int, count: int, step: int) -> Iterator[pa.Int64Array]:

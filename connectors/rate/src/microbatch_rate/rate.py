@@ -24,11 +24,10 @@ from ._arrays import (
     NUM_PARTITIONS,
     SCHEMA,
     TIMESTAMP,
+    StridedSplit,
     foreign_split,
     int_field,
-    partition_count,
     resolve_partitions,
-    value_chunks,
 )
 
 __all__ = ["RateSource", "RateSplit", "RateSplitReader", "RateStreamReader", "value_at_second"]
@@ -136,14 +135,10 @@ class RateSource(mb.Source):
 
 
 @dataclass(frozen=True)
-class RateSplit(mb.Split):
+class RateSplit(StridedSplit):
     """Partition ``partition`` of ``partitions`` of the values ``[range_start, range_end)``,
     stamped evenly from ``start_ms`` over ``span_ms`` milliseconds."""
 
-    partition: int
-    partitions: int
-    range_start: int
-    range_end: int
     start_ms: int
     span_ms: int
 
@@ -260,17 +255,15 @@ class RateSplitReader(mb.SplitReader):
     def read(self, split: mb.Split) -> Iterator[pa.RecordBatch]:
         if not isinstance(split, RateSplit):
             raise foreign_split(split, "rate", RateSplit)
-        range_start, range_end = split.range_start, split.range_end
-        partitions = split.partitions
-        count = partition_count(range_start, range_end, split.partition, partitions)
-        if count == 0:
+        if split.count() == 0:
             return
+        range_start, range_end = split.range_start, split.range_end
         # typed scalars: a bare Python number costs pyarrow a failing import on every call
         base = pa.scalar(range_start, pa.int64())
         ms_per_value = pa.scalar(split.span_ms / (range_end - range_start), pa.float64())
         offset_ms = pa.scalar(split.start_ms + 0.5, pa.float64())
         thousand = pa.scalar(1000, pa.int64())
-        for values in value_chunks(range_start + split.partition, count, partitions):
+        for values in split.values():
             relative = pc.cast(pc.subtract(values, base), pa.float64())
             # Half-up rounding to whole milliseconds, as Spark's timestamps are.
             millis = pc.floor(pc.add(pc.multiply(relative, ms_per_value), offset_ms))

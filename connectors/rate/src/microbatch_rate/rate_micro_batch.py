@@ -17,11 +17,10 @@ from ._arrays import (
     NUM_PARTITIONS,
     SCHEMA,
     TIMESTAMP,
+    StridedSplit,
     foreign_split,
     int_field,
-    partition_count,
     resolve_partitions,
-    value_chunks,
 )
 
 __all__ = [
@@ -105,14 +104,10 @@ class RateMicroBatchSource(mb.Source):
 
 
 @dataclass(frozen=True)
-class RateMicroBatchSplit(mb.Split):
+class RateMicroBatchSplit(StridedSplit):
     """Partition ``partition`` of ``partitions`` of the values ``[range_start, range_end)``,
     all stamped ``timestamp_ms``."""
 
-    partition: int
-    partitions: int
-    range_start: int
-    range_end: int
     timestamp_ms: int
 
 
@@ -190,13 +185,12 @@ class RateMicroBatchSplitReader(mb.SplitReader):
     def read(self, split: mb.Split) -> Iterator[pa.RecordBatch]:
         if not isinstance(split, RateMicroBatchSplit):
             raise foreign_split(split, "rate-micro-batch", RateMicroBatchSplit)
-        partitions = split.partitions
-        count = partition_count(split.range_start, split.range_end, split.partition, partitions)
+        count = split.count()
         if count == 0:
             return
         stamp = pa.scalar(split.timestamp_ms * 1000, TIMESTAMP)
         stamps = pa.repeat(stamp, min(count, CHUNK_ROWS))
-        for values in value_chunks(split.range_start + split.partition, count, partitions):
+        for values in split.values():
             column = stamps if len(values) == len(stamps) else stamps.slice(0, len(values))
             yield pa.RecordBatch.from_arrays([column, values], schema=SCHEMA)
 

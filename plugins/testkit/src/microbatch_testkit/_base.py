@@ -5,11 +5,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 import pytest
 
-from microbatch import OptionError, OptionSpec, StateStore
+from microbatch import (
+    OptionError,
+    OptionSpec,
+    Sink,
+    SinkCapabilities,
+    Source,
+    SourceCapabilities,
+    StateStore,
+)
 
 from ._compare import show
 
@@ -18,8 +26,15 @@ __all__ = ["ContractBase"]
 UNKNOWN_OPTION = "definitelyNotAnOption"
 
 
-class ContractBase:
+_Connector = TypeVar("_Connector", Source, Sink)
+_Capabilities = TypeVar("_Capabilities", SourceCapabilities, SinkCapabilities)
+
+
+class ContractBase(Generic[_Connector, _Capabilities]):
     """Base of the contract suites. Subclasses are collected by pytest; this class is not.
+
+    A suite of one role sets ``_role`` (``"source"`` or ``"sink"``: the connector class is its
+    ``<role>_class`` attribute) and ``_capabilities_class``.
 
     Per test, ``self.tmp_path`` is a fresh folder and ``self.state`` a fresh
     :class:`~microbatch.StateStore` inside it; both are set before any hook is called.
@@ -28,6 +43,8 @@ class ContractBase:
     """
 
     __test__ = False
+    _role: ClassVar[str]
+    _capabilities_class: ClassVar[type[Any]]
     tmp_path: Path
     state: StateStore
     built: list[Any]
@@ -76,8 +93,24 @@ class ContractBase:
             self._session_made = True
         return self._session
 
-    def _connector_class(self) -> Any:
-        raise NotImplementedError
+    def _connector_class(self) -> type[_Connector]:
+        """The class the suite's ``<role>_class`` attribute names; the test fails without it."""
+        attribute = f"{self._role}_class"
+        cls = getattr(self, attribute, None)
+        if cls is None:
+            pytest.fail(f"{type(self).__name__} must set {attribute}")
+        return cls
+
+    def _capabilities(self) -> _Capabilities:
+        """The connector class's ``capabilities``, asserted to be the role's declaration."""
+        cls = self._connector_class()
+        capabilities: Any = cls.capabilities
+        expected = self._capabilities_class
+        assert isinstance(capabilities, expected), (
+            f"{cls.__qualname__}.capabilities is {capabilities!r}, not a "
+            f"microbatch.{expected.__name__}"
+        )
+        return capabilities
 
     def _spec(self) -> OptionSpec:
         spec: OptionSpec = self._connector_class().options

@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -40,11 +41,13 @@ __all__ = [
     "PHASES",
     "CompletedRun",
     "CrashScenario",
+    "FailAt",
     "arm",
     "crash_point",
     "crash_target",
     "run_to_completion",
     "run_until_crash",
+    "stop_after_batch",
 ]
 
 ENV_VAR = "MICROBATCH_CRASH_AT"
@@ -102,6 +105,23 @@ class _CrashPlugin:
             wanted = "sink_write_done"
         if phase == wanted:
             _die(self.target[0], batch_id)
+
+
+class FailAt:
+    """A plugin (``mb.Session(plugins=[FailAt("sink_committed", 1)])``) that raises a
+    ``RuntimeError`` ("simulated crash ...") at ``phase`` of batch ``batch_id``: the query
+    fails in this process, killing nothing, for tests of what a failed batch leaves behind."""
+
+    def __init__(self, phase: str, batch_id: int) -> None:
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}; use one of {PHASES}")
+        self.phase = phase
+        self.batch_id = batch_id
+
+    @microbatch.hookimpl
+    def microbatch_batch_phase(self, query_id: str, batch_id: int, phase: str) -> None:
+        if batch_id == self.batch_id and phase == self.phase:
+            raise RuntimeError(f"simulated crash at {phase} of batch {batch_id}")
 
 
 def arm(session: Any, *, mid_sink_in_script: bool = False) -> object:
@@ -208,6 +228,28 @@ def run_to_completion(
     if run.returncode != 0:
         raise AssertionError(f"expected the pipeline to finish; {run.describe()}")
     return run
+
+
+def stop_after_batch(query: Any, batch_id: int, *, timeout: float = 30) -> None:
+    """In a pipeline script: let ``query`` run until batch ``batch_id`` has reported progress,
+    then stop it.
+
+    Ends the script with ``SystemExit`` (exit status 1 and the reason on stderr) when the query
+    failed or did not reach the batch within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        progress = query.last_progress
+        if progress is not None and progress["batchId"] >= batch_id:
+            break
+        if query.exception() is not None:
+            break
+        time.sleep(0.01)
+    query.stop()
+    if query.exception() is not None:
+        raise SystemExit(f"query failed: {query.exception()}")
+    if query.last_progress is None or query.last_progress["batchId"] < batch_id:
+        raise SystemExit(f"batch {batch_id} was not reached in {timeout:g} s")
 
 
 @dataclass

@@ -99,7 +99,7 @@ class BuiltSink:
     writer: StreamWriter
 
 
-class SinkContract(ContractBase):
+class SinkContract(ContractBase[Sink, SinkCapabilities]):
     """Checks that a :class:`~microbatch.Sink` keeps the contract the engine relies on.
 
     Set :attr:`sink_class`, implement :meth:`make_options` and :meth:`read_back`, and
@@ -109,6 +109,8 @@ class SinkContract(ContractBase):
     """
 
     __test__ = False
+    _role = "sink"
+    _capabilities_class = SinkCapabilities
 
     sink_class: ClassVar[type[Sink]]
     """The sink under test."""
@@ -174,20 +176,6 @@ class SinkContract(ContractBase):
     def _microbatch_sink_setup(self) -> None:
         self.query_id = "microbatch-testkit-query"
         self._made: list[BuiltSink] = []
-
-    def _connector_class(self) -> type[Sink]:
-        cls = getattr(self, "sink_class", None)
-        if cls is None:
-            pytest.fail(f"{type(self).__name__} must set sink_class")
-        return cls
-
-    def _capabilities(self) -> SinkCapabilities:
-        capabilities = self._connector_class().capabilities
-        assert isinstance(capabilities, SinkCapabilities), (
-            f"{self._connector_class().__qualname__}.capabilities is {capabilities!r}, not a "
-            "microbatch.SinkCapabilities"
-        )
-        return capabilities
 
     def _build_any(self, options: dict[str, Any]) -> Any:
         return self.build(options=options)

@@ -94,7 +94,7 @@ class BuiltSource:
     reader: StreamReader
 
 
-class SourceContract(ContractBase):
+class SourceContract(ContractBase[Source, SourceCapabilities]):
     """Checks that a :class:`~microbatch.Source` keeps the contract the engine relies on.
 
     Set :attr:`source_class`, implement :meth:`make_options`, and override the other hooks
@@ -102,6 +102,8 @@ class SourceContract(ContractBase):
     """
 
     __test__ = False
+    _role = "source"
+    _capabilities_class = SourceCapabilities
 
     source_class: ClassVar[type[Source]]
     """The source under test."""
@@ -142,20 +144,6 @@ class SourceContract(ContractBase):
         )
 
     # -- helpers --------------------------------------------------------------------------
-    def _connector_class(self) -> type[Source]:
-        cls = getattr(self, "source_class", None)
-        if cls is None:
-            pytest.fail(f"{type(self).__name__} must set source_class")
-        return cls
-
-    def _capabilities(self) -> SourceCapabilities:
-        capabilities = self._connector_class().capabilities
-        assert isinstance(capabilities, SourceCapabilities), (
-            f"{self._connector_class().__qualname__}.capabilities is {capabilities!r}, not a "
-            "microbatch.SourceCapabilities"
-        )
-        return capabilities
-
     def _build_any(self, options: dict[str, Any]) -> Any:
         return self.build(options=options)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-import time
 from contextlib import closing
 from typing import Any
 
@@ -50,19 +49,7 @@ def main(checkpoint: str, database: str, last_batch: int) -> None:
         .trigger(processing_time="0 seconds")
         .start()
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        progress = query.last_progress
-        if progress is not None and progress["batchId"] >= last_batch:
-            break
-        if query.exception() is not None:
-            break
-        time.sleep(0.01)
-    query.stop()
-    if query.exception() is not None:
-        raise SystemExit(f"query failed: {query.exception()}")
-    if query.last_progress is None or query.last_progress["batchId"] < last_batch:
-        raise SystemExit(f"batch {last_batch} was not reached in 30 s")
+    crash.stop_after_batch(query, last_batch)
 
 
 if __name__ == "__main__":

@@ -357,9 +357,7 @@ class LocalKafka(KafkaService):
         )
         process = self._process
         if not self.wait_ready(timeout=timeout, alive=process.alive):
-            code = process.returncode
-            process.stop(graceful=False)
-            state = f"exited with code {code}" if code is not None else f"not ready in {timeout}s"
+            state = process.kill_unready(timeout)
             raise RuntimeError(
                 f"the local Kafka broker on {self.bootstrap_servers} {state}; end of "
                 f"{self.workdir / 'broker.log'}:\n{log_tail(self.workdir / 'broker.log')}\n"

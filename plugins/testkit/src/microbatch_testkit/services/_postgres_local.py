@@ -174,9 +174,7 @@ class LocalPostgres(PostgresService):
         self.description = f"PostgreSQL {self.version} (local, {bindir}, {workdir})"
         process = self._process
         if not wait_until(self._accepts, timeout=timeout, alive=process.alive, interval=0.05):
-            code = process.returncode
-            process.stop(graceful=False)
-            state = f"exited with code {code}" if code is not None else f"not ready in {timeout}s"
+            state = process.kill_unready(timeout)
             raise RuntimeError(
                 f"the local PostgreSQL server on port {port} {state}; end of {log}:\n"
                 f"{log_tail(log)}"

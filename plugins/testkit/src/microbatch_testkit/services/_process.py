@@ -22,8 +22,9 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["ServiceProcess", "free_port", "log_tail", "run_checked", "wait_until"]
 
@@ -89,6 +90,37 @@ def _switch_ids(user: str | None) -> tuple[int | None, int | None, list[int] | N
     return entry.pw_uid, entry.pw_gid, []
 
 
+@contextlib.contextmanager
+def _logged(
+    argv: Sequence[str],
+    *,
+    log: Path,
+    user: str | None,
+    death_signal: str | None,
+    env: dict[str, str] | None,
+) -> Iterator[tuple[list[str], dict[str, Any]]]:
+    """Open ``log`` for appending with the command line noted in it; give the full command (with
+    its ``setpriv`` prefix) and the ``subprocess`` arguments every child shares: no stdin, output
+    into the log, ``env``, and the ids of ``user`` when ``setpriv`` cannot switch to it."""
+    command = [*_privilege_prefix(user, death_signal), *argv]
+    uid, gid, groups = _switch_ids(user)
+    with log.open("ab") as out:
+        out.write(f"$ {' '.join(argv)}\n".encode())
+        out.flush()
+        yield (
+            command,
+            {
+                "stdin": subprocess.DEVNULL,
+                "stdout": out,
+                "stderr": subprocess.STDOUT,
+                "env": env,
+                "user": uid,
+                "group": gid,
+                "extra_groups": groups,
+            },
+        )
+
+
 def run_checked(
     argv: Sequence[str],
     *,
@@ -104,23 +136,9 @@ def run_checked(
 
     Raises ``RuntimeError`` naming ``what`` with the end of the log when it fails.
     """
-    command = [*_privilege_prefix(user, "KILL"), *argv]
-    uid, gid, groups = _switch_ids(user)
-    with log.open("ab") as out:
-        out.write(f"$ {' '.join(argv)}\n".encode())
-        out.flush()
+    with _logged(argv, log=log, user=user, death_signal="KILL", env=env) as (command, launch):
         try:
-            completed = subprocess.run(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                timeout=timeout,
-                user=uid,
-                group=gid,
-                extra_groups=groups,
-            )
+            completed = subprocess.run(command, timeout=timeout, **launch)
         except subprocess.TimeoutExpired:
             raise RuntimeError(
                 f"{what} did not finish within {timeout:.0f} s; its output:\n{log_tail(log)}"
@@ -152,22 +170,11 @@ class ServiceProcess:
         self.name = name
         self.log = log
         self.stop_signal = stop_signal
-        command = [*_privilege_prefix(user, death_signal), *argv]
-        uid, gid, groups = _switch_ids(user)
-        with log.open("ab") as out:
-            out.write(f"$ {' '.join(argv)}\n".encode())
-            out.flush()
-            self._popen = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                user=uid,
-                group=gid,
-                extra_groups=groups,
-            )
+        with _logged(argv, log=log, user=user, death_signal=death_signal, env=env) as (
+            command,
+            launch,
+        ):
+            self._popen = subprocess.Popen(command, start_new_session=True, **launch)
         with _live_lock:
             _live.add(self)
 
@@ -184,6 +191,13 @@ class ServiceProcess:
     def returncode(self) -> int | None:
         """The exit code once the process ended, else None."""
         return self._popen.poll()
+
+    def kill_unready(self, timeout: float) -> str:
+        """Kill a process that did not become ready within ``timeout`` seconds and say why,
+        for an error message: ``exited with code N`` or ``not ready in {timeout}s``."""
+        code = self.returncode
+        self.stop(graceful=False)
+        return f"exited with code {code}" if code is not None else f"not ready in {timeout}s"
 
     def stop(self, *, timeout: float = 20.0, graceful: bool = True) -> None:
         """Signal the process group, wait up to ``timeout`` seconds, then kill what remains.

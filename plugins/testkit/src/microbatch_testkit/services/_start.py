@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from ._kafka import KafkaService
 from ._postgres import PostgresService
@@ -13,11 +14,14 @@ from ._selection import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_POSTGRES_URL,
     Probe,
+    Service,
     ServiceUnavailable,
     select_provider,
 )
 
 __all__ = ["STARTUPS", "Startup", "start_kafka", "start_postgres"]
+
+_S = TypeVar("_S", KafkaService, PostgresService)
 
 
 @dataclass(frozen=True)
@@ -44,44 +48,27 @@ def start_kafka(
     Raises :class:`ServiceUnavailable` when no provider can serve, ``RuntimeError`` when the
     chosen one fails to start (with the broker's log).
     """
-    env = dict(os.environ if environ is None else environ)
-    selection = select_provider("kafka", environ=env, probe=probe)
-    if selection.provider is None:
-        raise ServiceUnavailable(selection.reason)
-    began = time.monotonic()
-    note = ""
-    service: KafkaService
-    if selection.provider == "external":
+
+    def external(env: dict[str, str]) -> tuple[KafkaService, str]:
         from ._external import ExternalKafka
 
-        external = ExternalKafka(env[ENV_KAFKA_BOOTSTRAP].strip())
-        external.check()
-        service = external
-    elif selection.provider == "docker":
+        service = ExternalKafka(env[ENV_KAFKA_BOOTSTRAP].strip())
+        service.check()
+        return service, ""
+
+    def docker(env: dict[str, str]) -> tuple[KafkaService, str]:
         from ._docker import DockerKafka
 
-        docker = DockerKafka(environ=env)
-        _start_or_close(docker.start, docker.close)
-        service = docker
-    else:
+        return _started(DockerKafka(environ=env)), ""
+
+    def local(env: dict[str, str]) -> tuple[KafkaService, str]:
         from ._kafka_local import LocalKafka
 
-        local = LocalKafka(environ=env)
-        _start_or_close(local.start, local.close)
-        fetched = "downloaded" if local.jars_downloaded else "found cached"
-        note = f"jars {fetched} in {local.jar_seconds:.1f} s"
-        service = local
-    STARTUPS.append(
-        Startup(
-            "kafka",
-            selection.provider,
-            service.description,
-            time.monotonic() - began,
-            selection.reason,
-            note,
-        )
-    )
-    return service
+        service = _started(LocalKafka(environ=env))
+        fetched = "downloaded" if service.jars_downloaded else "found cached"
+        return service, f"jars {fetched} in {service.jar_seconds:.1f} s"
+
+    return _start("kafka", environ, probe, external=external, docker=docker, local=local)
 
 
 def start_postgres(
@@ -92,46 +79,79 @@ def start_postgres(
     Raises :class:`ServiceUnavailable` when no provider can serve, ``RuntimeError`` when the
     chosen one fails to start.
     """
+
+    def external(env: dict[str, str]) -> tuple[PostgresService, str]:
+        from ._external import ExternalPostgres
+
+        service = ExternalPostgres(env[ENV_POSTGRES_URL].strip())
+        service.check()
+        return service, ""
+
+    def docker(env: dict[str, str]) -> tuple[PostgresService, str]:
+        from ._docker import DockerPostgres
+
+        return _started(DockerPostgres(environ=env)), ""
+
+    def local(env: dict[str, str]) -> tuple[PostgresService, str]:
+        from ._postgres_local import LocalPostgres
+
+        return _started(LocalPostgres(environ=env)), ""
+
+    return _start("postgres", environ, probe, external=external, docker=docker, local=local)
+
+
+_Launch = Callable[[dict[str, str]], tuple[_S, str]]
+
+
+def _start(
+    kind: Service,
+    environ: Mapping[str, str] | None,
+    probe: Probe | None,
+    *,
+    external: _Launch[_S],
+    docker: _Launch[_S],
+    local: _Launch[_S],
+) -> _S:
+    """Select the provider of ``kind``, launch it (each launcher returns the running service
+    and a note for the start-up line), and record the start-up in :data:`STARTUPS`."""
     env = dict(os.environ if environ is None else environ)
-    selection = select_provider("postgres", environ=env, probe=probe)
+    selection = select_provider(kind, environ=env, probe=probe)
     if selection.provider is None:
         raise ServiceUnavailable(selection.reason)
     began = time.monotonic()
-    service: PostgresService
     if selection.provider == "external":
-        from ._external import ExternalPostgres
-
-        external = ExternalPostgres(env[ENV_POSTGRES_URL].strip())
-        external.check()
-        service = external
+        service, note = external(env)
     elif selection.provider == "docker":
-        from ._docker import DockerPostgres
-
-        docker = DockerPostgres(environ=env)
-        _start_or_close(docker.start, docker.close)
-        service = docker
+        service, note = docker(env)
     else:
-        from ._postgres_local import LocalPostgres
-
-        local = LocalPostgres(environ=env)
-        _start_or_close(local.start, local.close)
-        service = local
+        service, note = local(env)
     STARTUPS.append(
         Startup(
-            "postgres",
+            kind,
             selection.provider,
             service.description,
             time.monotonic() - began,
             selection.reason,
+            note,
         )
     )
     return service
 
 
-def _start_or_close(start: Callable[[], None], close: Callable[[], None]) -> None:
-    """Call ``start``; on failure ``close`` whatever it had started, then re-raise."""
+class _Startable(Protocol):
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+_T = TypeVar("_T", bound=_Startable)
+
+
+def _started(service: _T) -> _T:
+    """``service`` once started; on failure whatever it had started is closed, then re-raised."""
     try:
-        start()
+        service.start()
     except BaseException:
-        close()
+        service.close()
         raise
+    return service

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 
@@ -42,10 +42,29 @@ __all__ = [
 ]
 
 
-def _unavailable(exc: ServiceUnavailable) -> NoReturn:
-    if require_services():
-        pytest.fail(f"{exc} ({ENV_REQUIRE}=1 makes a missing service a failure)", pytrace=False)
-    pytest.skip(str(exc))
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Closable)
+
+
+def _serve(start: Callable[[], _S]) -> Iterator[_S]:
+    """The body of a service fixture: ``start()`` the service, yield it, close it afterwards.
+
+    When no provider can serve, the test is skipped (or fails, with
+    ``MICROBATCH_REQUIRE_SERVICES=1``).
+    """
+    try:
+        service = start()
+    except ServiceUnavailable as exc:
+        if require_services():
+            pytest.fail(f"{exc} ({ENV_REQUIRE}=1 makes a missing service a failure)", pytrace=False)
+        pytest.skip(str(exc))
+    try:
+        yield service
+    finally:
+        service.close()
 
 
 @pytest.fixture(scope="session")
@@ -53,14 +72,7 @@ def kafka_service() -> Iterator[KafkaService]:
     """A Kafka cluster for the whole session (see the module docstring)."""
     from ._start import start_kafka
 
-    try:
-        service = start_kafka()
-    except ServiceUnavailable as exc:
-        _unavailable(exc)
-    try:
-        yield service
-    finally:
-        service.close()
+    yield from _serve(start_kafka)
 
 
 @pytest.fixture
@@ -88,14 +100,7 @@ def postgres_service() -> Iterator[PostgresService]:
     """A PostgreSQL server for the whole session (see the module docstring)."""
     from ._start import start_postgres
 
-    try:
-        service = start_postgres()
-    except ServiceUnavailable as exc:
-        _unavailable(exc)
-    try:
-        yield service
-    finally:
-        service.close()
+    yield from _serve(start_postgres)
 
 
 @pytest.fixture

@@ -38,7 +38,14 @@ def test_state_store_lives_in_tmp_path(state_store: StateStore, tmp_path: Path) 
 
 
 def test_public_names() -> None:
-    assert sorted(microbatch_testkit.__all__) == ["SinkContract", "SourceContract", "crash", "data"]
+    assert sorted(microbatch_testkit.__all__) == [
+        "SinkContract",
+        "SourceContract",
+        "crash",
+        "data",
+        "read_elsewhere",
+        "write_batch_elsewhere",
+    ]
     assert microbatch_testkit.SourceContract.__test__ is False
     assert microbatch_testkit.SinkContract.__test__ is False
 

@@ -12,12 +12,16 @@ from typing import Any
 import pytest
 
 import microbatch as mb
+from microbatch._writer import DataStreamWriter
 
 Register = Callable[..., None]
 """``register(session, name, *connectors)``: see :func:`register`."""
 
 WriteRows = Callable[[Path, str, range], None]
 """``write_rows(folder, name, ids)``: see :func:`write_rows`."""
+
+FileByFile = Callable[[mb.Session, str], DataStreamWriter]
+"""``file_by_file(session, fmt)``: see :func:`file_by_file`."""
 
 
 @pytest.fixture
@@ -63,3 +67,23 @@ def _write_rows(folder: Path, name: str, ids: range) -> None:
 def write_rows() -> WriteRows:
     """``write_rows(folder, name, ids)``: a new input file of ``{"id": i}`` rows."""
     return _write_rows
+
+
+@pytest.fixture
+def file_by_file(tmp_path: Path) -> FileByFile:
+    """``file_by_file(session, fmt)``: an available-now query, ready to start, that reads the
+    JSON-lines files of ``tmp_path / "in"`` (``id bigint``) one file a batch into the sink
+    ``fmt`` with the checkpoint ``tmp_path / "cp"``."""
+
+    def build(session: mb.Session, fmt: str) -> DataStreamWriter:
+        return (
+            session.read_stream.format("json")
+            .schema("id bigint")
+            .option("maxFilesPerTrigger", 1)
+            .load(str(tmp_path / "in"))
+            .write_stream.format(fmt)
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(available_now=True)
+        )
+
+    return build

@@ -45,6 +45,21 @@ def run(
     query.await_termination()
 
 
+def first_run(
+    session: mb.Session,
+    tmp_path: Path,
+    write_rows: Callable[..., None],
+    ids: range,
+    folder: str = "in",
+) -> tuple[Path, Path]:
+    """Writes ``ids`` to ``a.json`` in ``tmp_path / folder`` and runs the query on it once into
+    ``tmp_path / "out"`` with the checkpoint ``tmp_path / "cp"``; returns (checkpoint, out)."""
+    write_rows(tmp_path / folder, "a.json", ids)
+    checkpoint, out = tmp_path / "cp", tmp_path / "out"
+    run(session, tmp_path / folder, out, checkpoint)
+    return checkpoint, out
+
+
 def output_ids(session: mb.Session, sink: Path, fmt: str = "parquet") -> list[int]:
     table = session.read.format(fmt).schema("id bigint").load(str(sink))
     return sorted(table.column("id").to_pylist())
@@ -65,9 +80,7 @@ def metadata(checkpoint: Path) -> dict[str, Any]:
 def test_a_renamed_input_folder_is_refused_instead_of_read_again(
     session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
-    write_rows(tmp_path / "in", "a.json", range(50))
-    checkpoint, out = tmp_path / "cp", tmp_path / "out"
-    run(session, tmp_path / "in", out, checkpoint)
+    checkpoint, out = first_run(session, tmp_path, write_rows, range(50))
     assert output_ids(session, out) == list(range(50))
     (tmp_path / "in").rename(tmp_path / "renamed")
     with pytest.raises(CheckpointMismatchError) as caught:
@@ -82,9 +95,7 @@ def test_a_renamed_input_folder_is_refused_instead_of_read_again(
 def test_another_sink_format_or_path_is_refused(
     session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
-    write_rows(tmp_path / "in", "a.json", range(10))
-    checkpoint, out = tmp_path / "cp", tmp_path / "out"
-    run(session, tmp_path / "in", out, checkpoint)
+    checkpoint, out = first_run(session, tmp_path, write_rows, range(10))
     write_rows(tmp_path / "in", "b.json", range(10, 20))
     with pytest.raises(CheckpointMismatchError, match="format was 'parquet', is now 'json'"):
         run(session, tmp_path / "in", out, checkpoint, fmt="json")
@@ -112,9 +123,7 @@ def test_other_spellings_of_the_same_paths_are_the_same_identity(
 def test_a_checkpoint_without_identity_records_it_on_its_next_start(
     session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
-    write_rows(tmp_path / "in", "a.json", range(5))
-    checkpoint, out = tmp_path / "cp", tmp_path / "out"
-    run(session, tmp_path / "in", out, checkpoint)
+    checkpoint, out = first_run(session, tmp_path, write_rows, range(5))
     old = metadata(checkpoint)
     del old["identity"]  # as written before identities were recorded
     (checkpoint / "metadata").write_text(json.dumps(old))
@@ -149,9 +158,7 @@ def test_forget_identity_moves_a_query_on_purpose(
     capsys: pytest.CaptureFixture[str],
     write_rows: Callable[..., None],
 ) -> None:
-    write_rows(tmp_path / "old", "a.json", range(10))
-    checkpoint, out = tmp_path / "cp", tmp_path / "out"
-    run(session, tmp_path / "old", out, checkpoint)
+    checkpoint, out = first_run(session, tmp_path, write_rows, range(10), folder="old")
     write_rows(tmp_path / "new", "b.json", range(10, 15))
     with pytest.raises(CheckpointMismatchError):
         run(session, tmp_path / "new", out, checkpoint)
@@ -343,6 +350,7 @@ def test_the_sink_is_told_the_last_committed_batch_id(
     tmp_path: Path,
     write_rows: Callable[..., None],
     register: Callable[..., None],
+    file_by_file: Callable[..., Any],
 ) -> None:
     seen: list[int | None] = []
 
@@ -360,17 +368,7 @@ def test_the_sink_is_told_the_last_committed_batch_id(
     register(session, "recording", RecordingSink)
     write_rows(tmp_path / "in", "a.json", range(3))
     for _ in range(2):
-        (
-            session.read_stream.format("json")
-            .schema("id bigint")
-            .option("maxFilesPerTrigger", 1)
-            .load(str(tmp_path / "in"))
-            .write_stream.format("recording-test")
-            .option("checkpointLocation", str(tmp_path / "cp"))
-            .trigger(available_now=True)
-            .start()
-            .await_termination()
-        )
+        file_by_file(session, "recording-test").start().await_termination()
         write_rows(tmp_path / "in", f"{len(seen)}.json", range(2))
         write_rows(tmp_path / "in", f"{len(seen)}b.json", range(2))
     assert seen == [None, 0]
@@ -395,9 +393,7 @@ def test_state_store_sweeps_only_its_own_temporary_files(tmp_path: Path) -> None
 def test_a_start_sweeps_temporary_files_from_every_checkpoint_folder(
     session: mb.Session, tmp_path: Path, write_rows: Callable[..., None]
 ) -> None:
-    write_rows(tmp_path / "in", "a.json", range(4))
-    checkpoint, out = tmp_path / "cp", tmp_path / "out"
-    run(session, tmp_path / "in", out, checkpoint)
+    checkpoint, out = first_run(session, tmp_path, write_rows, range(4))
     folders = [p for p in [checkpoint, *checkpoint.rglob("*")] if p.is_dir()]
     assert {"offsets", "commits", "sources"} <= {p.name for p in folders}
     left = []

@@ -200,22 +200,13 @@ def test_temporary_files_of_lock_attempts_are_swept_only_once_abandoned(tmp_path
 def test_a_commit_entry_left_by_a_clean_up_killed_half_way_is_removed_later(
     tmp_path: Path,
     write_rows: Callable[..., None],
+    file_by_file: Callable[..., Any],
 ) -> None:
     """Retention deletes offsets/<k> and then commits/<k>; a process killed in between left
     commits/<k> behind, below the oldest offset entry, and no later clean-up removed it."""
 
     def run_once(session: mb.Session) -> None:
-        query = (
-            session.read_stream.format("json")
-            .schema("id bigint")
-            .option("maxFilesPerTrigger", 1)
-            .load(str(tmp_path / "in"))
-            .write_stream.format("parquet")
-            .option("checkpointLocation", str(tmp_path / "cp"))
-            .trigger(available_now=True)
-            .start(str(tmp_path / "out"))
-        )
-        query.await_termination()
+        file_by_file(session, "parquet").start(str(tmp_path / "out")).await_termination()
 
     with mb.Session(conf={"minBatchesToRetain": 2}) as session:
         for index in range(6):

@@ -48,7 +48,7 @@ from .connector import (
 from .errors import RetriableError, SchemaMismatchError, SinkError, SourceError
 from .progress import StreamingQueryProgress, iso_timestamp
 
-__all__ = ["EngineSettings", "MicroBatchEngine"]
+__all__ = ["EngineJob", "EngineSettings", "MicroBatchEngine"]
 
 log = logging.getLogger("microbatch.engine")
 
@@ -75,49 +75,38 @@ class _Counts:
     output_rows: list[int] = field(default_factory=list)
 
 
-class MicroBatchEngine:
-    """Runs one query: recovers from the checkpoint, then runs batches until told to stop.
+@dataclass(frozen=True, eq=False, repr=False)
+class EngineJob:
+    """What the engine works with for one run of a query, made when the query starts.
 
     ``report`` receives each progress record; ``report_idle`` receives the idle ones;
-    ``phase`` is called at each step of the protocol (``microbatch_batch_phase`` hook).
+    ``set_status`` sets the query's status; ``phase`` is called at each step of the protocol
+    (``microbatch_batch_phase`` hook).
     """
 
-    def __init__(
-        self,
-        *,
-        source: Source,
-        reader: StreamReader,
-        source_schema: pa.Schema,
-        sink: Sink,
-        writer: StreamWriter,
-        query_id: str,
-        pipeline: Pipeline,
-        output_schema: pa.Schema,
-        checkpoint: Checkpoint,
-        trigger: Trigger,
-        identity: dict[str, Any],
-        settings: EngineSettings,
-        report: Callable[[StreamingQueryProgress], None],
-        report_idle: Callable[[StreamingQueryProgress], None],
-        set_status: Callable[[str, bool, bool], None],
-        phase: Callable[[int, str], None],
-    ) -> None:
-        self.source = source
-        self.reader = reader
-        self.source_schema = source_schema
-        self.sink = sink
-        self.writer = writer
-        self.query_id = query_id
-        self.pipeline = pipeline
-        self.output_schema = output_schema
-        self.checkpoint = checkpoint
-        self.trigger = trigger
-        self.identity = identity
+    source: Source
+    reader: StreamReader
+    source_schema: pa.Schema
+    sink: Sink
+    writer: StreamWriter
+    query_id: str
+    pipeline: Pipeline
+    output_schema: pa.Schema
+    checkpoint: Checkpoint
+    trigger: Trigger
+    identity: dict[str, Any]
+    report: Callable[[StreamingQueryProgress], None]
+    report_idle: Callable[[StreamingQueryProgress], None]
+    set_status: Callable[[str, bool, bool], None]
+    phase: Callable[[int, str], None]
+
+
+class MicroBatchEngine:
+    """Runs one query: recovers from the checkpoint, then runs batches until told to stop."""
+
+    def __init__(self, job: EngineJob, settings: EngineSettings) -> None:
+        self.job = job
         self.settings = settings
-        self._report = report
-        self._report_idle = report_idle
-        self._set_status = set_status
-        self._phase = phase
         self.stop_requested = threading.Event()
         self.wake = threading.Event()
         self.caught_up_at = float("-inf")
@@ -140,9 +129,9 @@ class MicroBatchEngine:
     def run(self) -> None:
         """Run until stopped or, for once/available-now, until the data is processed."""
         try:
-            if isinstance(self.trigger, Once):
+            if isinstance(self.job.trigger, Once):
                 self._run_once()
-            elif isinstance(self.trigger, AvailableNow):
+            elif isinstance(self.job.trigger, AvailableNow):
                 self._run_available_now()
             else:
                 self._run_continuously()
@@ -159,20 +148,20 @@ class MicroBatchEngine:
 
         A corrupted or inconsistent checkpoint raises here, before anything is written.
         """
-        self._set_status("Initializing sources", False, False)
-        latest = self.checkpoint.latest_offsets(sources=1)
+        self.job.set_status("Initializing sources", False, False)
+        latest = self.job.checkpoint.latest_offsets(sources=1)
         if latest is None:
-            self._start = self.reader.initial_offset()
+            self._start = self.job.reader.initial_offset()
             self._next_batch_id = 0
-        elif self.checkpoint.is_committed(latest.batch_id):
+        elif self.job.checkpoint.is_committed(latest.batch_id):
             self._start = latest.end
             self._next_batch_id = latest.batch_id + 1
-            self.reader.commit(latest.end)
+            self.job.reader.commit(latest.end)
         else:
             log.info(
                 "re-running batch %d of %s, planned but not committed before the last stop",
                 latest.batch_id,
-                self.checkpoint.url,
+                self.job.checkpoint.url,
             )
             self._pending = latest
             self._start = latest.start if latest.start is not None else latest.end
@@ -192,9 +181,9 @@ class MicroBatchEngine:
 
     def _run_available_now(self) -> None:
         self._run_pending()
-        if type(self.source).capabilities.available_now:
-            self.reader.prepare_available_now()
-            limit = self.reader.default_read_limit()
+        if type(self.job.source).capabilities.available_now:
+            self.job.reader.prepare_available_now()
+            limit = self.job.reader.default_read_limit()
             while not self.stop_requested.is_set() and self._trigger(limit):
                 pass
         elif not self.stop_requested.is_set():
@@ -202,12 +191,12 @@ class MicroBatchEngine:
 
     def _run_continuously(self) -> None:
         self._run_pending()
-        limit = self.reader.default_read_limit()
+        limit = self.job.reader.default_read_limit()
         while not self.stop_requested.is_set():
             now = time.time()
-            due = self.trigger.next_start(now, self._last_trigger_start)
+            due = self.job.trigger.next_start(now, self._last_trigger_start)
             if due > now:
-                self._set_status("Waiting for next trigger", False, False)
+                self.job.set_status("Waiting for next trigger", False, False)
                 self.wake.wait(due - now)
                 self.wake.clear()
                 if self.stop_requested.is_set():
@@ -215,7 +204,7 @@ class MicroBatchEngine:
                 if time.time() < due:
                     continue  # woken early (e.g. to check for data): honour the interval
             if not self._trigger(limit):
-                self._set_status("Waiting for data to arrive", False, False)
+                self.job.set_status("Waiting for data to arrive", False, False)
                 self.wake.wait(self.settings.polling_delay)
                 self.wake.clear()
 
@@ -224,7 +213,7 @@ class MicroBatchEngine:
         """Ask the source for new data and run a batch when there is some."""
         trigger_start = time.time()
         self._last_trigger_start = trigger_start
-        self._set_status(f"Getting offsets from {self.source.describe()}", False, True)
+        self.job.set_status(f"Getting offsets from {self.job.source.describe()}", False, True)
         clock = time.perf_counter()
         end = self._latest_offset(limit)
         latest_ms = (time.perf_counter() - clock) * 1000
@@ -235,7 +224,7 @@ class MicroBatchEngine:
             batch_id=self._next_batch_id,
             sources=(SourceRange(self._start, end),),
             timestamp_ms=int(trigger_start * 1000),
-            conf=self.checkpoint.fixed_conf,
+            conf=self.job.checkpoint.fixed_conf,
         )
         self._run_with_retries(
             entry, trigger_start=trigger_start, latest_ms=latest_ms, replay=False
@@ -247,8 +236,8 @@ class MicroBatchEngine:
         attempt = 0
         while True:
             try:
-                end = self.reader.latest_offset(self._start, limit)
-                self._reported_latest = self.reader.report_latest_offset()
+                end = self.job.reader.latest_offset(self._start, limit)
+                self._reported_latest = self.job.reader.report_latest_offset()
                 return end
             except Exception as error:
                 attempt += 1
@@ -297,7 +286,7 @@ class MicroBatchEngine:
             delay,
             reason,
         )
-        self._set_status(
+        self.job.set_status(
             f"Retrying {what} (retry {attempt} of {limit}) after: {reason}", True, True
         )
         self.wake.clear()
@@ -320,7 +309,7 @@ class MicroBatchEngine:
             input_rows=0,
             output_rows=0,
         )
-        self._report_idle(progress)
+        self.job.report_idle(progress)
 
     def _run_batch(
         self, entry: BatchEntry, *, trigger_start: float, latest_ms: float, replay: bool
@@ -331,19 +320,19 @@ class MicroBatchEngine:
 
         clock = time.perf_counter()
         if not replay:
-            self._set_status("Writing offsets to log", True, True)
-            self.checkpoint.write_offsets(entry)
+            self.job.set_status("Writing offsets to log", True, True)
+            self.job.checkpoint.write_offsets(entry)
             self._offsets_written = True
-            self._phase(batch_id, "offsets_written")
+            self.job.phase(batch_id, "offsets_written")
         timings["walCommit"] = (time.perf_counter() - clock) * 1000
 
-        self._set_status("Processing new data", True, True)
+        self.job.set_status("Processing new data", True, True)
         clock = time.perf_counter()
-        splits = list(self.reader.partitions(start, entry.end))
+        splits = list(self.job.reader.partitions(start, entry.end))
         for split in splits:
             if not isinstance(split, Split):
                 raise SourceError(
-                    f"{self.source.describe()}: partitions() returned {split!r}, which is not "
+                    f"{self.job.source.describe()}: partitions() returned {split!r}, which is not "
                     "a microbatch.Split"
                 )
         timings["getBatch"] = (time.perf_counter() - clock) * 1000
@@ -352,18 +341,18 @@ class MicroBatchEngine:
         counts = _Counts(input_rows=[0] * len(splits), output_rows=[0] * len(splits))
         messages = self._write_splits(batch_id, splits, counts)
         try:
-            self.writer.commit(messages, batch_id)
+            self.job.writer.commit(messages, batch_id)
         except BaseException:
             self._abort(batch_id, messages)
             raise
-        self._phase(batch_id, "sink_committed")
+        self.job.phase(batch_id, "sink_committed")
         timings["addBatch"] = (time.perf_counter() - clock) * 1000
 
         clock = time.perf_counter()
         input_rows = sum(counts.input_rows)
-        self.checkpoint.write_commit(batch_id, input_rows)
-        self._phase(batch_id, "batch_committed")
-        self.reader.commit(entry.end)
+        self.job.checkpoint.write_commit(batch_id, input_rows)
+        self.job.phase(batch_id, "batch_committed")
+        self.job.reader.commit(entry.end)
         timings["commitOffsets"] = (time.perf_counter() - clock) * 1000
 
         self._start = entry.end
@@ -381,29 +370,33 @@ class MicroBatchEngine:
         )
         self._last_batch_start = trigger_start
         self._last_idle_report = trigger_start  # as Spark: idle progress again only after a pause
-        self._report(progress)
+        self.job.report(progress)
 
     # -- splits ---------------------------------------------------------------------------
     def _write_splits(
         self, batch_id: int, splits: list[Split], counts: _Counts
     ) -> list[CommitMessage | None]:
-        split_reader = self.reader.split_reader()
-        part_writer = self.writer.part_writer()
+        split_reader = self.job.reader.split_reader()
+        part_writer = self.job.writer.part_writer()
 
         def write_one(index: int) -> CommitMessage | None:
             data = pa.RecordBatchReader.from_batches(
-                self.output_schema, self._transformed(split_reader, splits[index], index, counts)
+                self.job.output_schema,
+                self._transformed(split_reader, splits[index], index, counts),
             )
             part = PartContext(
-                batch_id=batch_id, part_index=index, num_parts=len(splits), query_id=self.query_id
+                batch_id=batch_id,
+                part_index=index,
+                num_parts=len(splits),
+                query_id=self.job.query_id,
             )
             message = part_writer.write(data, part)
             if message is not None and not isinstance(message, CommitMessage):
                 raise SinkError(
-                    f"{self.sink.describe()}: write() returned a {type(message).__name__}, not "
+                    f"{self.job.sink.describe()}: write() returned a {type(message).__name__}, not "
                     "a microbatch.CommitMessage (or None)"
                 )
-            self._phase(batch_id, "sink_write_done")
+            self.job.phase(batch_id, "sink_write_done")
             return message
 
         messages: list[CommitMessage | None] = [None] * len(splits)
@@ -437,7 +430,7 @@ class MicroBatchEngine:
     def _abort(self, batch_id: int, messages: list[CommitMessage | None]) -> None:
         """Tell the sink to clean up; ``messages`` has ``None`` for parts that wrote nothing."""
         try:
-            self.writer.abort(messages, batch_id)
+            self.job.writer.abort(messages, batch_id)
         except Exception as error:
             log.error(
                 "abort of batch %d failed (it will be re-run on restart): %s",
@@ -448,14 +441,16 @@ class MicroBatchEngine:
     def _transformed(
         self, split_reader: SplitReader, split: Split, index: int, counts: _Counts
     ) -> Iterator[pa.RecordBatch]:
-        schema = self.source_schema
+        schema = self.job.source_schema
         for batch in _batches(split_reader.read(split)):
             if not batch.schema.equals(schema):
-                batch = _conform(batch, schema, self.source, split)
+                batch = _conform(batch, schema, self.job.source, split)
             counts.input_rows[index] += batch.num_rows
-            out = self.pipeline.apply(batch) if self.pipeline else batch
-            if not out.schema.equals(self.output_schema):
-                out = _conform(out, self.output_schema, self.source, split, after="transforms")
+            out = self.job.pipeline.apply(batch) if self.job.pipeline else batch
+            if not out.schema.equals(self.job.output_schema):
+                out = _conform(
+                    out, self.job.output_schema, self.job.source, split, after="transforms"
+                )
             counts.output_rows[index] += out.num_rows
             yield out
 
@@ -477,7 +472,7 @@ class MicroBatchEngine:
         input_rate = input_rows / since_previous if since_previous > 0 else 0.0
         processed_rate = input_rows / max(0.001, durations.get("triggerExecution", 0) / 1000)
         source = {
-            "description": self.source.describe(),
+            "description": self.job.source.describe(),
             "startOffset": start,
             "endOffset": end,
             "latestOffset": self._reported_latest,
@@ -485,17 +480,17 @@ class MicroBatchEngine:
             "inputRowsPerSecond": input_rate,
             "processedRowsPerSecond": processed_rate,
         }
-        metrics = self.reader.metrics()
+        metrics = self.job.reader.metrics()
         if metrics:
             source["metrics"] = metrics
-        transform_metrics = self.pipeline.metrics() if self.pipeline else {}
+        transform_metrics = self.job.pipeline.metrics() if self.job.pipeline else {}
         extra: dict[str, Any] = {"transformMetrics": transform_metrics} if transform_metrics else {}
         if retries:
             extra["batchRetries"] = retries
         return StreamingQueryProgress(
-            id=self.identity["id"],
-            runId=self.identity["runId"],
-            name=self.identity["name"],
+            id=self.job.identity["id"],
+            runId=self.job.identity["runId"],
+            name=self.job.identity["name"],
             timestamp=iso_timestamp(trigger_start),
             batchId=batch_id,
             batchDuration=durations.get("triggerExecution", 0),
@@ -505,7 +500,7 @@ class MicroBatchEngine:
             durationMs=durations,
             stateOperators=[],
             sources=[source],
-            sink={"description": self.sink.describe(), "numOutputRows": output_rows},
+            sink={"description": self.job.sink.describe(), "numOutputRows": output_rows},
             **extra,
         )
 

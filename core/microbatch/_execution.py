@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._checkpoint import Checkpoint
-from ._engine import EngineSettings, MicroBatchEngine
+from ._engine import EngineJob, EngineSettings, MicroBatchEngine
 from ._query import StreamingQuery
 from ._redact import describe_error
 from ._transforms import Pipeline
@@ -176,7 +176,7 @@ def _launch(
         )
         query.run_id = run_id
         query._stop_timeout = session.conf.get("stopTimeout").total_seconds()
-        engine = MicroBatchEngine(
+        job = EngineJob(
             source=spec.source,
             reader=reader,
             source_schema=spec.schema,
@@ -188,12 +188,12 @@ def _launch(
             checkpoint=checkpoint,
             trigger=settings.trigger,
             identity={"id": query.id, "runId": query.run_id, "name": settings.name},
-            settings=_engine_settings(session, query),
             report=query._record,
             report_idle=query._record_idle,
             set_status=query._set_status,
             phase=_phase_hook(session, query_id),
         )
+        engine = MicroBatchEngine(job, _engine_settings(session, query))
         wake_target.append(engine)
         engine.recover()
         checkpoint.record_metadata()

@@ -52,32 +52,39 @@ SMALL = pa.table(
 )
 
 
-def test_prints_a_small_batch_like_spark() -> None:
-    sink, out = make_console(SMALL.schema)
-    deliver(sink, 0, SMALL)
-    assert out.getvalue() == (
-        HEADER.format(0) + "+--------------------+-----+-----+\n"
-        "|           timestamp|value| word|\n"
-        "+--------------------+-----+-----+\n"
-        "|2023-11-14 22:13:...|    0|hello|\n"
-        "|2023-11-14 22:13:...|    1| NULL|\n"
-        "+--------------------+-----+-----+\n"
-        "\n"
-    )
-
-
-def test_without_truncate_cells_are_whole_and_left_aligned() -> None:
-    sink, out = make_console(SMALL.schema, truncate="false", numRows=1)
-    deliver(sink, 7, SMALL)
-    assert out.getvalue() == (
-        HEADER.format(7) + "+----------------------+-----+-----+\n"
-        "|timestamp             |value|word |\n"
-        "+----------------------+-----+-----+\n"
-        "|2023-11-14 22:13:20.74|0    |hello|\n"
-        "+----------------------+-----+-----+\n"
-        "only showing top 1 row\n"
-        "\n"
-    )
+@pytest.mark.parametrize(
+    ("options", "batch_id", "table"),
+    [
+        pytest.param(
+            {},
+            0,
+            "+--------------------+-----+-----+\n"
+            "|           timestamp|value| word|\n"
+            "+--------------------+-----+-----+\n"
+            "|2023-11-14 22:13:...|    0|hello|\n"
+            "|2023-11-14 22:13:...|    1| NULL|\n"
+            "+--------------------+-----+-----+\n",
+            id="truncated-and-right-aligned",
+        ),
+        pytest.param(
+            {"truncate": "false", "numRows": 1},
+            7,
+            "+----------------------+-----+-----+\n"
+            "|timestamp             |value|word |\n"
+            "+----------------------+-----+-----+\n"
+            "|2023-11-14 22:13:20.74|0    |hello|\n"
+            "+----------------------+-----+-----+\n"
+            "only showing top 1 row\n",
+            id="without-truncate-whole-and-left-aligned",
+        ),
+    ],
+)
+def test_prints_a_small_batch_like_spark(
+    options: dict[str, Any], batch_id: int, table: str
+) -> None:
+    sink, out = make_console(SMALL.schema, **options)
+    deliver(sink, batch_id, SMALL)
+    assert out.getvalue() == HEADER.format(batch_id) + table + "\n"
 
 
 def test_parts_of_a_batch_are_printed_together_in_order() -> None:

@@ -4,10 +4,11 @@ process pool does with pickled split readers and part writers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,20 @@ def start_memory_query(
         .option("checkpointLocation", str(checkpoint))
         .start()
     )
+
+
+@contextlib.contextmanager
+def memory_query(
+    session: mb.Session, folder: Path, checkpoint: Path, **options: Any
+) -> Iterator[mb.StreamingQuery]:
+    """:func:`start_memory_query`, with what is in ``folder`` already processed; stopped when
+    the block ends."""
+    query = start_memory_query(session, folder, checkpoint, **options)
+    try:
+        query.process_all_available()
+        yield query
+    finally:
+        query.stop()
 
 
 def ipc_bytes(batches: list[pa.RecordBatch], schema: pa.Schema) -> bytes:

@@ -87,6 +87,28 @@ def _input(folder: Path, count: int, *, files: int = 1) -> None:
         (folder / f"f{index}.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
 
 
+def _flaky_input_into_memory(session: mb.Session, tmp_path: Path, name: str) -> mb.StreamingQuery:
+    """An available-now query from ``in`` (through the flaky local file system) to memory."""
+    return (
+        session.read_stream.format("json")
+        .schema("id BIGINT")
+        .load(f"flakyfile://{tmp_path / 'in'}")
+        .write_stream.format("memory")
+        .query_name(name)
+        .trigger(available_now=True)
+        .start()
+    )
+
+
+def _stopped_by(query: mb.StreamingQuery, match: str) -> StreamingQueryException:
+    """The error that stopped ``query``, after checking that waiting for it raises ``match``."""
+    with pytest.raises(StreamingQueryException, match=match):
+        query.await_termination(timeout=60)
+    error = query.exception()
+    assert error is not None
+    return error
+
+
 # -- which errors ----------------------------------------------------------------------------
 def test_connection_and_timeout_errors_are_transient_others_are_not() -> None:
     for error in (
@@ -142,20 +164,9 @@ def test_a_source_read_that_fails_transiently_is_retried_and_rows_arrive_once(
 def test_a_permanent_read_error_stops_the_query_with_its_cause(tmp_path: Path) -> None:
     _input(tmp_path / "in", 1)
     FlakyLocalFileSystem.failures.append(PermissionError("permission denied"))
-    query = (
-        _session()
-        .read_stream.format("json")
-        .schema("id BIGINT")
-        .load(f"flakyfile://{tmp_path / 'in'}")
-        .write_stream.format("memory")
-        .query_name("permanent")
-        .trigger(available_now=True)
-        .start()
-    )
-    with pytest.raises(StreamingQueryException, match="permission denied"):
-        query.await_termination(timeout=60)
-    error = query.exception()
-    assert error is not None and isinstance(error.cause, PermissionError)
+    query = _flaky_input_into_memory(_session(), tmp_path, "permanent")
+    error = _stopped_by(query, "permission denied")
+    assert isinstance(error.cause, PermissionError)
     assert query.last_progress is None, "a batch ran although its read failed"
 
 
@@ -164,19 +175,9 @@ def test_too_many_transient_failures_stop_the_query(tmp_path: Path) -> None:
     FlakyLocalFileSystem.failures.extend(ConnectionResetError("reset") for _ in range(10))
     session = _session()
     session.conf.set("maxBatchRetries", 1)
-    query = (
-        session.read_stream.format("json")
-        .schema("id BIGINT")
-        .load(f"flakyfile://{tmp_path / 'in'}")
-        .write_stream.format("memory")
-        .query_name("exhausted")
-        .trigger(available_now=True)
-        .start()
-    )
-    with pytest.raises(StreamingQueryException, match="failed with a transient error"):
-        query.await_termination(timeout=60)
-    error = query.exception()
-    assert error is not None and isinstance(error.cause, RetriableError)
+    query = _flaky_input_into_memory(session, tmp_path, "exhausted")
+    error = _stopped_by(query, "failed with a transient error")
+    assert isinstance(error.cause, RetriableError)
     assert "maxBatchRetries is 1" in " ".join(getattr(error.cause, "__notes__", []))
     assert isinstance(error.cause.__cause__, ConnectionResetError)
 

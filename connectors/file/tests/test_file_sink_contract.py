@@ -55,27 +55,46 @@ def _csv(sink: StreamWriter, path: str, schema: pa.Schema) -> pa.Table:
         ).cast(schema)
 
 
-class TestParquetFileSinkContract(SinkContract):
-    sink_class = ParquetFileSink
+class _FileSinkContract(SinkContract):
+    """The suite on one file sink: it writes to ``out`` in the test's folder and is read back
+    through the manifest with :attr:`read_one`."""
+
+    __test__ = False
+    read_one: Any
 
     def make_options(self) -> dict[str, Any]:
         return {"path": str(self.tmp_path / "out")}
 
     def read_back(self, sink: StreamWriter) -> pa.Table:
-        return _read_all(sink, _parquet)
+        return _read_all(sink, type(self).read_one)
+
+    def bad_values(self) -> list[tuple[dict[str, Any], str]]:
+        """Options that each make the sink refuse, with what the error names (beside ``path``)."""
+        return []
 
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:
-        out = str(self.tmp_path / "out")
+        path = self.make_options()["path"]
+        return [({"path": path, **options}, names) for options, names in self.bad_values()]
+
+
+class TestParquetFileSinkContract(_FileSinkContract):
+    sink_class = ParquetFileSink
+    read_one = _parquet
+
+    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
+        return [({}, "path"), *super().bad_options()]
+
+    def bad_values(self) -> list[tuple[dict[str, Any], str]]:
         return [
-            ({}, "path"),
-            ({"path": out, "compression": "lzo"}, "compression"),
-            ({"path": out, "maxRecordsPerFile": -1}, "maxRecordsPerFile"),
-            ({"path": out, "rowGroupSize": 0}, "rowGroupSize"),
+            ({"compression": "lzo"}, "compression"),
+            ({"maxRecordsPerFile": -1}, "maxRecordsPerFile"),
+            ({"rowGroupSize": 0}, "rowGroupSize"),
         ]
 
 
-class TestParquetFileSinkInMemoryContract(SinkContract):
+class TestParquetFileSinkInMemoryContract(_FileSinkContract):
     sink_class = ParquetFileSink
+    read_one = _parquet
     in_process_only = "memory:// files live in the memory of the process that wrote them"
 
     def make_options(self) -> dict[str, Any]:
@@ -83,11 +102,8 @@ class TestParquetFileSinkInMemoryContract(SinkContract):
             self._folder = f"memory://contract-{uuid.uuid4().hex}"
         return {"path": self._folder}
 
-    def read_back(self, sink: StreamWriter) -> pa.Table:
-        return _read_all(sink, _parquet)
-
-    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
-        return [({"path": self.make_options()["path"], "targetFileSize": "big"}, "targetFileSize")]
+    def bad_values(self) -> list[tuple[dict[str, Any], str]]:
+        return [({"targetFileSize": "big"}, "targetFileSize")]
 
     def test_commit_is_atomic_when_killed(self) -> None:
         # The check commits in child processes; what a child writes to memory:// stays in its
@@ -95,28 +111,20 @@ class TestParquetFileSinkInMemoryContract(SinkContract):
         pytest.skip(f"in_process_only: {self.in_process_only}")
 
 
-class TestJsonFileSinkContract(SinkContract):
+class TestJsonFileSinkContract(_FileSinkContract):
     sink_class = JsonFileSink
+    read_one = _json
 
-    def make_options(self) -> dict[str, Any]:
-        return {"path": str(self.tmp_path / "out")}
-
-    def read_back(self, sink: StreamWriter) -> pa.Table:
-        return _read_all(sink, _json)
-
-    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
-        out = str(self.tmp_path / "out")
+    def bad_values(self) -> list[tuple[dict[str, Any], str]]:
         return [
-            ({"path": out, "compression": "snappy"}, "compression"),
-            ({"path": out, "ignoreNullFields": "sometimes"}, "ignoreNullFields"),
+            ({"compression": "snappy"}, "compression"),
+            ({"ignoreNullFields": "sometimes"}, "ignoreNullFields"),
         ]
 
 
-class TestCsvFileSinkContract(SinkContract):
+class TestCsvFileSinkContract(_FileSinkContract):
     sink_class = CsvFileSink
-
-    def make_options(self) -> dict[str, Any]:
-        return {"path": str(self.tmp_path / "out")}
+    read_one = _csv
 
     def input_schema(self) -> pa.Schema:
         return data.SIMPLE_SCHEMA
@@ -124,13 +132,9 @@ class TestCsvFileSinkContract(SinkContract):
     def input_batches(self) -> list[pa.RecordBatch]:
         return data.simple_batches()
 
-    def read_back(self, sink: StreamWriter) -> pa.Table:
-        return _read_all(sink, _csv)
-
-    def bad_options(self) -> list[tuple[dict[str, Any], str]]:
-        out = str(self.tmp_path / "out")
+    def bad_values(self) -> list[tuple[dict[str, Any], str]]:
         return [
-            ({"path": out, "header": "maybe"}, "header"),
-            ({"path": out, "sep": ";;"}, "sep must be one character"),
-            ({"path": out, "nullValue": '"NA"'}, "nullValue"),
+            ({"header": "maybe"}, "header"),
+            ({"sep": ";;"}, "sep must be one character"),
+            ({"nullValue": '"NA"'}, "nullValue"),
         ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-from file_connector_helpers import start_memory_query, wait_for
+from file_connector_helpers import memory_query, start_memory_query, wait_for
 
 import microbatch as mb
 from microbatch_file import _watch
@@ -50,13 +50,16 @@ def metric(query: mb.StreamingQuery, name: str) -> str:
     return str(progress.sources[0]["metrics"][name])
 
 
-def settle_rows(session: mb.Session, query: mb.StreamingQuery, expected: int) -> None:
-    """Wait until ``expected`` rows arrived, then make sure no more come."""
+def settle_rows(
+    session: mb.Session, query: mb.StreamingQuery, expected: int, ids: int | None = None
+) -> None:
+    """Wait until ``expected`` rows arrived, then make sure no more come; they hold ``ids``
+    distinct ids (``expected`` unless given)."""
     wait_for(lambda: count(session) >= expected, timeout=20)
     time.sleep(0.2)
     query.process_all_available()
     assert count(session) == expected
-    assert distinct(session) == expected
+    assert distinct(session) == (expected if ids is None else ids)
 
 
 def test_cp_of_a_large_file_into_the_folder_loses_no_row(
@@ -65,27 +68,18 @@ def test_cp_of_a_large_file_into_the_folder_loses_no_row(
     rows = 400_000  # about 34 MB
     source = tmp_path / "big.json"
     source.write_text(lines(0, rows))
-    query = start_memory_query(session, folder, tmp_path / "cp")
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp") as query:
         copies = ("one.json", "two.json", "three.json")
         for name in copies:
             subprocess.run(["cp", str(source), str(folder / name)], check=True)
         # the copies hold the same ids: the table gets every row once per copy, no more
-        wait_for(lambda: count(session) >= len(copies) * rows, timeout=20)
-        time.sleep(0.2)
-        query.process_all_available()
-        assert count(session) == len(copies) * rows
-        assert distinct(session) == rows
+        settle_rows(session, query, len(copies) * rows, ids=rows)
         assert metric(query, "numFilesChangedAfterRead") == "0"
-    finally:
-        query.stop()
 
 
 def test_a_slow_chunked_writer_loses_no_row(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
-    query = start_memory_query(session, folder, tmp_path / "cp")
     chunks, per_chunk = 10, 10_000
 
     def write() -> None:
@@ -95,8 +89,7 @@ def test_a_slow_chunked_writer_loses_no_row(
                 handle.flush()
                 time.sleep(0.08)
 
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp") as query:
         writer = threading.Thread(target=write)
         writer.start()
         while writer.is_alive():
@@ -106,23 +99,17 @@ def test_a_slow_chunked_writer_loses_no_row(
         writer.join()
         settle_rows(session, query, chunks * per_chunk)
         assert metric(query, "numFilesChangedAfterRead") == "0"
-    finally:
-        query.stop()
 
 
 def test_a_file_written_in_place_just_before_process_all_available_is_in_it(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
-    query = start_memory_query(session, folder, tmp_path / "cp")
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp") as query:
         for number in range(40):
             (folder / f"f{number:02d}.json").write_text(lines(number * 10, 10))  # in place
             query.process_all_available()
             assert count(session) == 10 * (number + 1)
         assert distinct(session) == 400
-    finally:
-        query.stop()
 
 
 def test_a_writer_that_pauses_with_its_file_open_is_waited_for(
@@ -131,9 +118,7 @@ def test_a_writer_that_pauses_with_its_file_open_is_waited_for(
     """Past the write timeout without a close, a file still open for writing (``/proc``)
     is still left alone."""
     monkeypatch.setattr(_watch, "WRITE_TIMEOUT", 0.2)
-    query = start_memory_query(session, folder, tmp_path / "cp")
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp") as query:
         with (folder / "paused.json").open("w") as handle:
             handle.write(lines(0, 500))
             handle.flush()
@@ -143,8 +128,6 @@ def test_a_writer_that_pauses_with_its_file_open_is_waited_for(
                 assert count(session) == 0
             handle.write(lines(500, 500))
         settle_rows(session, query, 1000)
-    finally:
-        query.stop()
 
 
 def test_a_file_being_written_when_the_query_starts_is_taken_whole(
@@ -171,13 +154,9 @@ def test_a_file_being_written_when_the_query_starts_is_taken_whole(
 def test_a_file_renamed_into_place_is_taken_at_once(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
-    query = start_memory_query(session, folder, tmp_path / "cp", settleTime="60s")
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp", settleTime="60s"):
         drop(folder, "a.json", 0, 10)
         wait_for(lambda: count(session) == 10, timeout=5)  # no settling: it arrived whole
-    finally:
-        query.stop()
 
 
 def _reopening_logger(path: Path, sessions: range, per_session: int, pause: float) -> None:
@@ -215,13 +194,9 @@ def test_min_file_age_reads_a_reopening_writer_whole(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
     """The remedy the warning names: minFileAge longer than the writer's pauses."""
-    query = start_memory_query(session, folder, tmp_path / "cp", minFileAge="1s")
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp", minFileAge="1s") as query:
         _reopening_logger(folder / "app.log.json", range(10), per_session=20, pause=0.1)
         settle_rows(session, query, 200)
-    finally:
-        query.stop()
 
 
 def test_a_file_changed_while_the_query_was_stopped_is_reported_at_restart(
@@ -255,9 +230,7 @@ def test_clean_source_delete_reports_a_reused_name(
     session: mb.Session, folder: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="microbatch.file")
-    query = start_memory_query(session, folder, tmp_path / "cp", cleanSource="delete")
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp", cleanSource="delete") as query:
         first = drop(folder, "a.json", 0, 2)
         wait_for(lambda: count(session) == 2 and not first.exists())
         drop(folder, "a.json", 10, 3)  # the same name again
@@ -269,8 +242,6 @@ def test_clean_source_delete_reports_a_reused_name(
         assert metric(query, "numFilesChangedAfterRead") == "0"
         reused = [r.getMessage() for r in caplog.records if "cleanSource=delete" in r.getMessage()]
         assert len(reused) == 1 and f"file:{first}" in reused[0] and "new name" in reused[0]
-    finally:
-        query.stop()
 
 
 def test_a_partition_folder_moved_in_whole_and_a_hard_link_are_taken_at_once(

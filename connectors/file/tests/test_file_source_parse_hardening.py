@@ -106,13 +106,19 @@ def _internal_block_file(path: Path) -> None:
     path.write_bytes(GOOD * 116_500 + b"null\n" * 20 + GOOD * 1000)
 
 
+def _read_crashing_case(tmp_path: Path, case: str, mode: str) -> dict[str, Any]:
+    """Writes the data of ``CRASHING[case]`` to ``f.json`` and reads it in a child in ``mode``."""
+    data, _, _, _, block = CRASHING[case]
+    (tmp_path / "f.json").write_bytes(data)
+    return read_in_child(tmp_path, mode, block)
+
+
 @pytest.mark.parametrize("case", list(CRASHING))
 def test_a_null_line_at_a_block_start_is_a_corrupt_record_not_a_crash(
     tmp_path: Path, case: str
 ) -> None:
-    data, line, text, good, block = CRASHING[case]
-    (tmp_path / "f.json").write_bytes(data)
-    result = read_in_child(tmp_path, "PERMISSIVE", block)
+    data, line, text, good, _ = CRASHING[case]
+    result = _read_crashing_case(tmp_path, case, "PERMISSIVE")
     rows = result["rows"]
     assert len(rows) == good + 1
     corrupt = [row for row in rows if row["_corrupt_record"] is not None]
@@ -123,9 +129,8 @@ def test_a_null_line_at_a_block_start_is_a_corrupt_record_not_a_crash(
 
 @pytest.mark.parametrize("case", list(CRASHING))
 def test_a_null_line_at_a_block_start_is_dropped_and_counted(tmp_path: Path, case: str) -> None:
-    data, _, _, good, block = CRASHING[case]
-    (tmp_path / "f.json").write_bytes(data)
-    result = read_in_child(tmp_path, "DROPMALFORMED", block)
+    _, _, _, good, _ = CRASHING[case]
+    result = _read_crashing_case(tmp_path, case, "DROPMALFORMED")
     assert len(result["rows"]) == good
     assert all(row["a"] is not None for row in result["rows"])
     assert result["dropped"] == "1"
@@ -135,9 +140,8 @@ def test_a_null_line_at_a_block_start_is_dropped_and_counted(tmp_path: Path, cas
 def test_a_null_line_at_a_block_start_fails_fast_naming_file_and_line(
     tmp_path: Path, case: str
 ) -> None:
-    data, line, _, _, block = CRASHING[case]
-    (tmp_path / "f.json").write_bytes(data)
-    result = read_in_child(tmp_path, "FAILFAST", block)
+    _, line, _, _, _ = CRASHING[case]
+    result = _read_crashing_case(tmp_path, case, "FAILFAST")
     assert "MalformedRecordError" in result["error"]
     assert f"f.json at line {line} " in result["error"]
 

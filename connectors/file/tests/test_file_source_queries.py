@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from file_connector_helpers import open_reader, start_memory_query, wait_for
+from file_connector_helpers import memory_query, open_reader, start_memory_query, wait_for
 
 import microbatch as mb
 from microbatch import ReadAllAvailable
@@ -39,9 +39,7 @@ def test_json_files_stream_into_a_memory_table(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
     drop(folder, "a.json", 1, 2)
-    query = start_memory_query(session, folder, tmp_path / "cp", maxFilesPerTrigger=1)
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp", maxFilesPerTrigger=1) as query:
         assert ids(session) == [1, 2]
         drop(folder, "b.json", 3)
         drop(folder, "c.json", 4)
@@ -51,23 +49,17 @@ def test_json_files_stream_into_a_memory_table(
         assert progress is not None
         assert progress.sources[0]["description"] == f"FileStreamSource[file:{folder}]"
         assert progress.sources[0]["endOffset"] == {"logOffset": 2}
-    finally:
-        query.stop()
 
 
 def test_the_watcher_wakes_an_idle_query_at_once(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
     session.conf.set("pollingDelay", "10 seconds")
-    query = start_memory_query(session, folder, tmp_path / "cp")
-    try:
-        query.process_all_available()
+    with memory_query(session, folder, tmp_path / "cp"):
         time.sleep(0.1)  # the query now waits up to 10 s for its next poll
         drop(folder, "a.json", 7)
         waited = wait_for(lambda: ids(session) == [7], timeout=3)
         assert waited < 2
-    finally:
-        query.stop()
 
 
 def test_a_renamed_tmp_file_is_read_once_and_whole(

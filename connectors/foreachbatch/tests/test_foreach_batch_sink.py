@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import ConfigurationError, Guarantee, OutputMode, PartContext, WriteContext
+from microbatch import ConfigurationError, OutputMode, PartContext, WriteContext
 from microbatch.errors import OptionError
 from microbatch_foreachbatch import ForeachBatchSink, ForeachBatchWriter
 
@@ -44,15 +44,6 @@ class Recorder:
 
     def __call__(self, batch: pa.Table, batch_id: int) -> None:
         self.calls.append((batch.column("value").to_pylist(), batch_id, type(batch_id)))
-
-
-def test_declared_capabilities() -> None:
-    capabilities = ForeachBatchSink.capabilities
-    assert ForeachBatchSink.format_name == "foreachBatch"
-    assert capabilities.output_modes == set(OutputMode)
-    assert capabilities.guarantee is Guarantee.AT_LEAST_ONCE
-    assert capabilities.needs_checkpoint is False
-    assert not capabilities.partition_by
 
 
 def test_function_gets_the_whole_batch_once_with_its_id() -> None:

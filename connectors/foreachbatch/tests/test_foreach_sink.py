@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pytest
 
-from microbatch import ConfigurationError, Guarantee, OutputMode, PartContext, WriteContext
+from microbatch import ConfigurationError, PartContext, WriteContext
 from microbatch.errors import OptionError
 from microbatch_foreachbatch import ForeachSink, ForeachWriter, RowsProcessed
 
@@ -67,14 +67,6 @@ class EventWriter:
 def events() -> list[tuple[Any, ...]]:
     EventWriter.events = []
     return EventWriter.events
-
-
-def test_declared_capabilities() -> None:
-    capabilities = ForeachSink.capabilities
-    assert ForeachSink.format_name == "foreach"
-    assert capabilities.output_modes == set(OutputMode)
-    assert capabilities.guarantee is Guarantee.AT_LEAST_ONCE
-    assert capabilities.needs_checkpoint is False
 
 
 def test_function_is_called_with_every_row_as_a_dict() -> None:

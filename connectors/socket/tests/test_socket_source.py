@@ -95,6 +95,15 @@ def wait_for_offset(
         time.sleep(0.005)
 
 
+def send_lines(
+    line_server: LineServer, source: SocketStreamReader, payload: bytes, lines: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Sends ``payload`` to a fresh source; its initial offset and the offset after ``lines``."""
+    start = source.initial_offset()
+    line_server.send(payload)
+    return start, wait_for_offset(source, start, lines)
+
+
 def read_splits(source: SocketStreamReader, splits: list[Any]) -> list[pa.RecordBatch]:
     split_reader = source.split_reader()
     return [batch for split in splits for batch in split_reader.read(split)]
@@ -211,9 +220,7 @@ def test_include_timestamp_stamps_the_arrival_time(
 
 
 def test_read_limit_caps_the_batch(line_server: LineServer, source: SocketStreamReader) -> None:
-    start = source.initial_offset()
-    line_server.send(b"1\n2\n3\n4\n5\n")
-    wait_for_offset(source, start, 5)
+    start, _ = send_lines(line_server, source, b"1\n2\n3\n4\n5\n", 5)
     assert source.latest_offset(start, ReadMaxRows(2)) == {"offset": 2}
     assert source.latest_offset({"offset": 4}, ReadMaxRows(2)) == {"offset": 5}
 
@@ -221,9 +228,7 @@ def test_read_limit_caps_the_batch(line_server: LineServer, source: SocketStream
 def test_commit_drops_lines_from_memory(
     line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    start = source.initial_offset()
-    line_server.send(b"a\nb\nc\n")
-    end = wait_for_offset(source, start, 3)
+    start, end = send_lines(line_server, source, b"a\nb\nc\n", 3)
     assert source.buffered_lines == 3
     source.commit({"offset": 2})
     assert source.buffered_lines == 1
@@ -334,9 +339,7 @@ def test_lost_lines_are_counted_in_metrics(
 def test_splits_carry_their_lines_and_print_short(
     line_server: LineServer, source: SocketStreamReader
 ) -> None:
-    start = source.initial_offset()
-    line_server.send(b"x\ny\n")
-    end = wait_for_offset(source, start, 2)
+    start, end = send_lines(line_server, source, b"x\ny\n", 2)
     (split,) = source.partitions(start, end)
     assert split.lines == ("x", "y")
     assert repr(split) == "SocketSplit(start=0, end=2, 2 lines)"

@@ -131,6 +131,7 @@ class FilePartWriter(mb.PartWriter):
         return known
 
 
+@dataclass(eq=False, kw_only=True, repr=False)
 class FileStreamWriter(mb.StreamWriter):
     """Commits the batches of one run into the manifest of the output folder.
 
@@ -138,36 +139,33 @@ class FileStreamWriter(mb.StreamWriter):
     the manifest is whole and agrees with the checkpoint's commit log.
     """
 
-    def __init__(
-        self,
-        *,
-        fs: fsspec.AbstractFileSystem,
-        root: str,
-        file_format: FileFormat,
-        limits: WriterLimits,
-        context: mb.WriteContext,
-        owner: str,
-    ) -> None:
-        self.fs = fs
-        self.root = root
-        self.file_format = file_format
-        self.limits = limits
-        self.context = context
-        self.owner = owner
+    fs: fsspec.AbstractFileSystem
+    root: str
+    file_format: FileFormat
+    limits: WriterLimits
+    context: mb.WriteContext
+    owner: str
+    partition_by: tuple[str, ...] = field(init=False)
+    fsync: bool = field(init=False)
+    manifest: Manifest = field(init=False)
+    folder: OutputFolder = field(init=False)
+    _swept: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        context = self.context
         self.partition_by = tuple(context.partition_by)
         self.fsync = bool(context.state is not None and context.state.fsync)
-        self.manifest = Manifest(fs, root, fsync=self.fsync)
+        self.manifest = Manifest(self.fs, self.root, fsync=self.fsync)
         swept = self.manifest.sweep_temporary()
         if swept:
             log.info(
                 "%s: deleted %d temporary file(s) of manifest writes interrupted by a crash",
-                owner,
+                self.owner,
                 swept,
             )
         # the log must be whole and agree with the checkpoint's commit log (None: new query)
         self.manifest.verify(context.last_committed_batch_id)
-        self.folder = OutputFolder(fs, root, fsync=self.fsync)
-        self._swept = False
+        self.folder = OutputFolder(self.fs, self.root, fsync=self.fsync)
 
     def part_writer(self) -> FilePartWriter:
         return FilePartWriter(

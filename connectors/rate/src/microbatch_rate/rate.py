@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -143,27 +143,22 @@ class RateSplit(StridedSplit):
     span_ms: int
 
 
+@dataclass(eq=False, kw_only=True, repr=False)
 class RateStreamReader(mb.StreamReader):
     """Offsets and planning for one run; keeps the source's start time in ``state``."""
 
-    def __init__(
-        self,
-        *,
-        rows_per_second: int,
-        ramp_up_seconds: int,
-        num_partitions: int,
-        state: mb.StateStore | None,
-        clock: Callable[[], float],
-    ) -> None:
-        self.rows_per_second = rows_per_second
-        self.ramp_up_seconds = ramp_up_seconds
-        self.num_partitions = num_partitions
-        self.state = state
-        self._clock = clock
-        self._start_ms: int | None = self._stored_start()
-        self._last_ms = 0
-        self._latest: mb.Offset | None = None
-        self._split_reader = RateSplitReader()
+    rows_per_second: int
+    ramp_up_seconds: int
+    num_partitions: int
+    state: mb.StateStore | None
+    clock: Callable[[], float]
+    _start_ms: int | None = field(init=False)
+    _last_ms: int = field(default=0, init=False)
+    _latest: mb.Offset | None = field(default=None, init=False)
+    _split_reader: RateSplitReader = field(default_factory=lambda: RateSplitReader(), init=False)
+
+    def __post_init__(self) -> None:
+        self._start_ms = self._stored_start()
 
     def initial_offset(self) -> mb.Offset:
         self._start_time()
@@ -172,7 +167,7 @@ class RateStreamReader(mb.StreamReader):
     def latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
         current = _seconds(start)
         start_ms = self._start_time()
-        self._last_ms = max(self._last_ms, int(self._clock() * 1000))
+        self._last_ms = max(self._last_ms, int(self.clock() * 1000))
         elapsed = max(current, (self._last_ms - start_ms) // 1000)
         self._check_overflow(elapsed)
         self._latest = {"seconds": elapsed}
@@ -229,7 +224,7 @@ class RateStreamReader(mb.StreamReader):
     def _start_time(self) -> int:
         """The source's start time in epoch milliseconds, fixed (and saved) on first use."""
         if self._start_ms is None:
-            now = int(self._clock() * 1000)
+            now = int(self.clock() * 1000)
             state = self.state
             if state is not None and not state.create(_START_FILE, {"start_ms": now}):
                 stored = self._stored_start()

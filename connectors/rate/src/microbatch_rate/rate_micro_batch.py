@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -111,20 +111,20 @@ class RateMicroBatchSplit(StridedSplit):
     timestamp_ms: int
 
 
+@dataclass(eq=False, kw_only=True, repr=False)
 class RateMicroBatchReader(mb.StreamReader):
     """Offsets and planning for one run. Nothing is kept in state: the rows depend only on
     the offsets."""
 
-    def __init__(
-        self, *, rows_per_batch: int, num_partitions: int, start_timestamp: int, advance_millis: int
-    ) -> None:
-        self.rows_per_batch = rows_per_batch
-        self.num_partitions = num_partitions
-        self.start_timestamp = start_timestamp
-        self.advance_millis = advance_millis
-        self._available_now = False
-        self._target: mb.Offset | None = None
-        self._split_reader = RateMicroBatchSplitReader()
+    rows_per_batch: int
+    num_partitions: int
+    start_timestamp: int
+    advance_millis: int
+    _available_now: bool = field(default=False, init=False)
+    _target: mb.Offset | None = field(default=None, init=False)
+    _split_reader: RateMicroBatchSplitReader = field(
+        default_factory=lambda: RateMicroBatchSplitReader(), init=False
+    )
 
     def initial_offset(self) -> mb.Offset:
         return {"offset": 0, "timestamp": self.start_timestamp}

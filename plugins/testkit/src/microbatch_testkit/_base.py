@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import pytest
 
 from microbatch import (
     OptionError,
     OptionSpec,
+    Session,
     Sink,
     SinkCapabilities,
     Source,
@@ -28,6 +30,16 @@ UNKNOWN_OPTION = "definitelyNotAnOption"
 
 _Connector = TypeVar("_Connector", Source, Sink)
 _Capabilities = TypeVar("_Capabilities", SourceCapabilities, SinkCapabilities)
+_Made = TypeVar("_Made")
+
+
+def checked_type(owner: object, method: str, made: _Made, expected: type) -> _Made:
+    """``made``, which ``owner.method()`` returned, checked to be a microbatch ``expected``."""
+    assert isinstance(made, expected), (
+        f"{type(owner).__qualname__}.{method}() returned {type(made).__name__}, "
+        f"not a microbatch.{expected.__name__}"
+    )
+    return made
 
 
 class ContractBase(Generic[_Connector, _Capabilities]):
@@ -43,7 +55,7 @@ class ContractBase(Generic[_Connector, _Capabilities]):
     """
 
     __test__ = False
-    _role: ClassVar[str]
+    _role: ClassVar[Literal["source", "sink"]]
     _capabilities_class: ClassVar[type[Any]]
     tmp_path: Path
     state: StateStore
@@ -165,6 +177,34 @@ class ContractBase(Generic[_Connector, _Capabilities]):
         assert cls.format_name, f"{cls.__qualname__} has no format_name"
         undocumented = [option.name for option in cls.options if not option.doc.strip()]
         assert not undocumented, f"{cls.__qualname__} options without a doc string: {undocumented}"
+
+    def test_installed_distribution_registers_the_class(self) -> None:
+        cls = self._connector_class()
+        distributions = _distributions_of(cls)
+        if not distributions:
+            pytest.skip(f"{cls.__module__} is not part of an installed distribution")
+        registry = Session().registry
+        failures = [f for f in registry.failures if f.distribution in distributions]
+        assert not failures, f"the plugin of {distributions[0]} failed to load: {failures}"
+        info = registry.find(self._role, cls.format_name)
+        assert info.cls is cls, (
+            f"{self._role} format '{cls.format_name}' is registered as {info.cls.__qualname__} "
+            f"({info.distribution}), not {cls.__qualname__}"
+        )
+        assert info.distribution in distributions, (
+            f"{self._role} format '{cls.format_name}' is registered by {info.distribution}, "
+            f"not by {distributions[0]}"
+        )
+        assert info.version == importlib.metadata.version(info.distribution), (
+            f"{self._role} format '{cls.format_name}' is registered with version "
+            f"{info.version!r}, not the installed {importlib.metadata.version(info.distribution)!r}"
+        )
+
+
+def _distributions_of(cls: type[Any]) -> list[str]:
+    """The installed distributions that hold the top-level package of ``cls``'s module."""
+    top = cls.__module__.partition(".")[0]
+    return list(dict.fromkeys(importlib.metadata.packages_distributions().get(top, [])))
 
 
 def _typo_of(spec: OptionSpec) -> tuple[str, str] | None:

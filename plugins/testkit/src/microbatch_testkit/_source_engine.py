@@ -45,7 +45,7 @@ def run_source_query(contract: Any) -> None:
     timeout = contract.engine_timeout
     try:
         engine = getattr(query, "_engine", None)
-        reader = getattr(engine, "reader", None)
+        reader = getattr(getattr(engine, "job", None), "reader", None)
         if contract.generates_data_on_its_own:
             contract.produce(reader)
             wait_until(

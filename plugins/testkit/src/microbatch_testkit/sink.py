@@ -79,7 +79,7 @@ from microbatch.errors import UnsupportedOperationError
 from microbatch.planner import check_sink_supports
 
 from . import data
-from ._base import ContractBase
+from ._base import ContractBase, checked_type
 from ._compare import describe_schema_difference, rows_difference
 from ._processes import write_parts_elsewhere
 from ._sink_checks import check_commit_under_kills, run_sink_query
@@ -210,11 +210,7 @@ class SinkContract(ContractBase[Sink, SinkCapabilities]):
             last_committed_batch_id=last_committed_batch_id,
             extras=self.make_context_extras(),
         )
-        writer = sink.stream_writer(context)
-        assert isinstance(writer, StreamWriter), (
-            f"{type(sink).__qualname__}.stream_writer() returned {type(writer).__name__}, "
-            "not a microbatch.StreamWriter"
-        )
+        writer = checked_type(sink, "stream_writer", sink.stream_writer(context), StreamWriter)
         self._made.append(BuiltSink(sink, context, writer))
         self.built.append(writer)
         return writer
@@ -228,12 +224,7 @@ class SinkContract(ContractBase[Sink, SinkCapabilities]):
 
     def part_writer_of(self, writer: StreamWriter) -> PartWriter:
         """``writer.part_writer()``, checked to be a :class:`~microbatch.PartWriter`."""
-        part_writer = writer.part_writer()
-        assert isinstance(part_writer, PartWriter), (
-            f"{type(writer).__qualname__}.part_writer() returned "
-            f"{type(part_writer).__name__}, not a microbatch.PartWriter"
-        )
-        return part_writer
+        return checked_type(writer, "part_writer", writer.part_writer(), PartWriter)
 
     def part_context(self, batch_id: int, index: int, count: int) -> PartContext:
         """The :class:`~microbatch.PartContext` of part ``index`` of ``count``."""

@@ -73,7 +73,7 @@ from microbatch import (
     StreamReader,
 )
 
-from ._base import ContractBase
+from ._base import ContractBase, checked_type
 from ._compare import describe_schema_difference, rows_difference, show, show_batch
 from ._processes import read_splits_elsewhere
 from ._source_engine import run_source_query
@@ -184,11 +184,7 @@ class SourceContract(ContractBase[Source, SourceCapabilities]):
             query_id=self.query_id if streaming else None,
             session=self.session,
         )
-        reader = source.stream_reader(context)
-        assert isinstance(reader, StreamReader), (
-            f"{type(source).__qualname__}.stream_reader() returned {type(reader).__name__}, "
-            "not a microbatch.StreamReader"
-        )
+        reader = checked_type(source, "stream_reader", source.stream_reader(context), StreamReader)
         self._made.append(BuiltSource(source, schema, context, reader))
         self.built.append(reader)
         return reader
@@ -205,12 +201,7 @@ class SourceContract(ContractBase[Source, SourceCapabilities]):
 
     def split_reader_of(self, reader: StreamReader) -> SplitReader:
         """``reader.split_reader()``, checked to be a :class:`~microbatch.SplitReader`."""
-        split_reader = reader.split_reader()
-        assert isinstance(split_reader, SplitReader), (
-            f"{type(reader).__qualname__}.split_reader() returned "
-            f"{type(split_reader).__name__}, not a microbatch.SplitReader"
-        )
-        return split_reader
+        return checked_type(reader, "split_reader", reader.split_reader(), SplitReader)
 
     def splits_of(self, reader: StreamReader, start: Offset, end: Offset) -> list[Split]:
         """``reader.partitions(start, end)``, checked to be a sequence of Splits."""
@@ -299,10 +290,8 @@ class SourceContract(ContractBase[Source, SourceCapabilities]):
         end = self._next_end(reader, start, limit)
         if self.generates_data_on_its_own:
             start, end = end, reader.latest_offset(end, limit)
-        again = reader.latest_offset(start, limit)
-        assert again == end, (
-            f"latest_offset({show(start)}, {limit!r}) changed between two calls with no new "
-            f"data: first {show(end)}, then {show(again)}"
+        _assert_latest_offset(
+            reader, start, limit, end, f"it returned {show(end)} the first time, with no new data"
         )
 
     def test_latest_offset_respects_default_read_limit(self) -> None:
@@ -335,16 +324,12 @@ class SourceContract(ContractBase[Source, SourceCapabilities]):
         start = reader.initial_offset()
         drained = reader.latest_offset(start, ReadAllAvailable())
         for limit in (ReadAllAvailable(), reader.default_read_limit()):
-            again = reader.latest_offset(drained, limit)
-            assert again == drained, (
-                f"latest_offset({show(drained)}, {limit!r}) returned {show(again)} with no new "
-                "data; it must return its start offset"
+            _assert_latest_offset(
+                reader, drained, limit, drained, "with no new data it must return its start offset"
             )
         end = self._next_end(reader, drained, ReadAllAvailable())
-        again = reader.latest_offset(end, ReadAllAvailable())
-        assert again == end, (
-            f"after reading up to {show(end)}, latest_offset({show(end)}, ReadAllAvailable()) "
-            f"returned {show(again)} with no new data"
+        _assert_latest_offset(
+            reader, end, ReadAllAvailable(), end, f"after reading up to {show(end)}, no new data"
         )
 
     def test_empty_range_yields_no_rows(self) -> None:
@@ -561,4 +546,15 @@ def _assert_json_offset(offset: Any, what: str) -> None:
     restored = json.loads(text)
     assert restored == offset, (
         f"{what} returned an offset that changes through JSON: {offset!r} became {restored!r}"
+    )
+
+
+def _assert_latest_offset(
+    reader: StreamReader, start: Any, limit: ReadLimit, expected: Any, why: str
+) -> None:
+    """``latest_offset(start, limit)`` must be ``expected``; the failure says ``why``."""
+    got = reader.latest_offset(start, limit)
+    assert got == expected, (
+        f"latest_offset({show(start)}, {limit!r}) returned {show(got)}, expected "
+        f"{show(expected)}: {why}"
     )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ._builder import FormatOptionsBuilder
 from ._registry import ConnectorInfo
 from .connector import ReadAllAvailable, ReadContext, Source, StreamReader
 from .errors import ConfigurationError, SchemaError
@@ -58,7 +59,7 @@ def _no_wake() -> None:
     """The wake callback of readers nobody waits on (batch reads, tests)."""
 
 
-class _ReaderBase:
+class _ReaderBase(FormatOptionsBuilder):
     _streaming: bool
 
     def __init__(self, session: Session) -> None:
@@ -66,21 +67,6 @@ class _ReaderBase:
         self._format: str | None = None
         self._options: dict[str, Any] = {}
         self._schema: pa.Schema | None = None
-
-    def format(self, name: str) -> Any:
-        """The source format, e.g. ``"rate"``, ``"json"``, ``"kafka"``."""
-        self._format = name
-        return self
-
-    def option(self, key: str, value: Any) -> Any:
-        """Set one source option (names are case-insensitive; camelCase or snake_case)."""
-        self._options[key] = value
-        return self
-
-    def options(self, **options: Any) -> Any:
-        """Set several source options."""
-        self._options.update(options)
-        return self
 
     def schema(self, schema: pa.Schema | str) -> Any:
         """The schema of the data: a ``pyarrow.Schema`` or a DDL string ``"id BIGINT, ..."``."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ._builder import FormatOptionsBuilder
 from ._execution import QuerySettings, start_query
 from ._query import StreamingQuery
 from ._triggers import Default, Trigger
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["DataStreamWriter", "check_sink_supports"]
 
 
-class DataStreamWriter:
+class DataStreamWriter(FormatOptionsBuilder):
     """Where and how a :class:`StreamFrame` is written. Every setter returns the writer."""
 
     def __init__(self, frame: StreamFrame) -> None:
@@ -33,19 +34,6 @@ class DataStreamWriter:
         self._name: str | None = None
         self._trigger: Trigger = Default()
         self._partition_by: tuple[str, ...] = ()
-
-    def format(self, name: str) -> DataStreamWriter:
-        self._format = name
-        return self
-
-    def option(self, key: str, value: Any) -> DataStreamWriter:
-        """A sink option, or ``checkpointLocation``."""
-        self._options[key] = value
-        return self
-
-    def options(self, **options: Any) -> DataStreamWriter:
-        self._options.update(options)
-        return self
 
     def output_mode(self, mode: str | OutputMode) -> DataStreamWriter:
         """``append`` (default), ``complete`` or ``update``."""

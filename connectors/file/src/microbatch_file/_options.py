@@ -6,11 +6,11 @@ reports these errors only once the query runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from microbatch.errors import OptionError
+from microbatch import Rule
 from microbatch.options import Option, Options, OptionSpec
 
 from ._location import SourceLocation, archive_conflict
@@ -27,116 +27,101 @@ __all__ = [
 
 DEFAULT_IN_PROGRESS_SUFFIXES = (".tmp", ".part", ".crdownload", ".inprogress", "._COPYING_")
 
-Check = Callable[[Options], list[str]]
-
 
 class FileSourceOptionSpec(OptionSpec):
-    """An :class:`OptionSpec` that also checks options together and that the path exists."""
-
-    def __init__(self, *options: Option, checks: tuple[Check, ...] = ()) -> None:
-        super().__init__(*options)
-        self.checks = checks
+    """An :class:`OptionSpec` that also checks, once the options are valid, that the path
+    exists (Spark's ``PATH_NOT_FOUND``)."""
 
     def parse(self, raw: Mapping[str, Any], *, connector: str) -> Options:
         options = super().parse(raw, connector=connector)
-        problems = [problem for check in self.checks for problem in check(options)]
-        if problems:
-            listing = "\n".join(f"  - {problem}" for problem in problems)
-            raise OptionError(f"Invalid options for '{connector}':\n{listing}", problems)
-        location = resolve(options.path, "path", connector)
-        location.check_exists()
+        SourceLocation.resolve(options.path).check_exists()
         return options
 
 
-def resolve(url: str, option: str, connector: str) -> SourceLocation:
-    """``url`` resolved to its filesystem; an ``OptionError`` when no filesystem handles it."""
-    try:
-        return SourceLocation.resolve(url)
-    except (ImportError, ValueError) as error:
-        problem = (
-            f"option '{option}' {url!r} names no usable filesystem ({error}); install the "
-            "fsspec package for its protocol (e.g. s3fs for s3://)"
-        )
-        raise OptionError(f"Invalid options for '{connector}':\n  - {problem}", [problem]) from None
-
-
 # -- checks ----------------------------------------------------------------------------------
-def _common_checks(options: Options) -> list[str]:
-    problems = []
-    path = str(options.path).strip()
-    if not path:
-        problems.append("option 'path' must not be empty: give the folder, file or glob to read")
+def _path_problem(path: str) -> str | None:
+    if not path.strip():
+        return "must not be empty: give the folder, file or glob to read"
     if "**" in path:
-        problems.append(
-            f"path {path!r}: '**' is not supported; give the folder and set option "
-            "recursiveFileLookup=true to read files in every subfolder"
+        return (
+            "'**' is not supported; give the folder and set option recursiveFileLookup=true to "
+            "read files in every subfolder"
         )
-    if options.is_set("maxFilesPerTrigger") and options.is_set("maxBytesPerTrigger"):
-        problems.append(
-            "Options 'maxFilesPerTrigger' and 'maxBytesPerTrigger' can't be both set at the "
-            "same time: keep one of them"
+    try:
+        SourceLocation.resolve(path)
+    except (ImportError, ValueError) as error:
+        return (
+            f"names no usable filesystem ({error}); install the fsspec package for its "
+            "protocol (e.g. s3fs for s3://)"
         )
-    mode = options.clean_source
-    if mode == "ARCHIVE" and not options.source_archive_dir:
-        problems.append(
-            "Archive mode must be used with 'sourceArchiveDir' option: set sourceArchiveDir to "
-            "the folder that receives the archived files"
-        )
-    if mode == "ARCHIVE" and options.source_archive_dir and path:
-        try:
-            source = SourceLocation.resolve(path)
-            archive = SourceLocation.resolve(str(options.source_archive_dir))
-        except (ImportError, ValueError) as error:
-            problems.append(f"option 'sourceArchiveDir' cannot be used: {error}")
-        else:
-            conflict = archive_conflict(source, archive)
-            if conflict:
-                problems.append(conflict)
-    if options.is_set("sourceArchiveDir") and mode != "ARCHIVE":
-        problems.append("option 'sourceArchiveDir' only applies with cleanSource=archive")
-    return problems
+    return None
 
 
-def _encoding_check(options: Options) -> list[str]:
-    encoding = str(options.encoding).lower().replace("-", "").replace("_", "")
-    if encoding != "utf8":
-        return [
-            f"option 'encoding' {options.encoding!r} is not supported: files must be UTF-8 "
-            "(convert them first, e.g. with iconv)"
-        ]
-    return []
+def _archive_outside_source(options: Options) -> bool:
+    if options.clean_source != "ARCHIVE" or not options.source_archive_dir:
+        return True
+    try:
+        source = SourceLocation.resolve(options.path)
+        archive = SourceLocation.resolve(str(options.source_archive_dir))
+    except (ImportError, ValueError) as error:
+        raise ValueError(f"option 'sourceArchiveDir' cannot be used: {error}") from None
+    conflict = archive_conflict(source, archive)
+    if conflict:
+        raise ValueError(conflict)
+    return True
 
 
-def _single_char(options: Options, name: str, *, empty_ok: bool) -> list[str]:
-    value = options[name]
-    if value is None or (empty_ok and value == ""):
-        return []
-    if len(str(value)) != 1:
-        allowed = " (or empty to turn it off)" if empty_ok else ""
-        return [f"option '{name}' must be a single character{allowed}, got {value!r}"]
-    return []
+def _one_char(value: str) -> str | None:
+    return None if len(value) == 1 else "must be a single character"
 
 
-def _csv_checks(options: Options) -> list[str]:
-    problems = _encoding_check(options)
-    if options.multi_line:
-        problems.append(
-            "option 'multiLine' is not supported for CSV: records must be on one line each "
-            "(quoted values cannot hold line breaks)"
-        )
-    sep, delimiter = options.sep, options.delimiter
-    if options.is_set("sep") and options.is_set("delimiter") and sep != delimiter:
-        problems.append(
-            f"options 'sep' ({sep!r}) and 'delimiter' ({delimiter!r}) name the same setting: "
-            "give only one"
-        )
-    problems += _single_char(
-        options, "delimiter" if options.is_set("delimiter") else "sep", empty_ok=False
-    )
-    problems += _single_char(options, "quote", empty_ok=True)
-    problems += _single_char(options, "escape", empty_ok=True)
-    problems += _single_char(options, "comment", empty_ok=True)
-    return problems
+def _one_char_or_empty(value: str) -> str | None:
+    return None if len(value) <= 1 else "must be a single character (or empty to turn it off)"
+
+
+def _utf8(encoding: str) -> str | None:
+    if encoding.lower().replace("-", "").replace("_", "") == "utf8":
+        return None
+    return "is not supported: files must be UTF-8 (convert them first, e.g. with iconv)"
+
+
+_RULES = (
+    Rule(
+        lambda o: not (o.is_set("maxFilesPerTrigger") and o.is_set("maxBytesPerTrigger")),
+        "Options 'maxFilesPerTrigger' and 'maxBytesPerTrigger' can't be both set at the same "
+        "time: keep one of them",
+        names=("maxFilesPerTrigger", "maxBytesPerTrigger"),
+    ),
+    Rule(
+        lambda o: o.clean_source != "ARCHIVE" or o.source_archive_dir,
+        "Archive mode must be used with 'sourceArchiveDir' option: set sourceArchiveDir to the "
+        "folder that receives the archived files",
+        names=("cleanSource", "sourceArchiveDir"),
+    ),
+    Rule(
+        _archive_outside_source,
+        "option 'sourceArchiveDir' must be outside the source path",
+        names=("path", "cleanSource", "sourceArchiveDir"),
+    ),
+    Rule(
+        lambda o: o.clean_source == "ARCHIVE" or not o.is_set("sourceArchiveDir"),
+        "option 'sourceArchiveDir' only applies with cleanSource=archive",
+        names=("cleanSource", "sourceArchiveDir"),
+    ),
+)
+
+_NO_CSV_MULTILINE = (
+    "is not supported for CSV: records must be on one line each (quoted values cannot hold "
+    "line breaks)"
+)
+
+_CSV_RULES = (
+    Rule(
+        lambda o: not (o.is_set("sep") and o.is_set("delimiter")) or o.sep == o.delimiter,
+        "options 'sep' and 'delimiter' name the same setting: give only one",
+        names=("sep", "delimiter"),
+    ),
+)
 
 
 # -- declarations ----------------------------------------------------------------------------
@@ -144,6 +129,7 @@ _COMMON = (
     Option(
         name="path",
         required=True,
+        validate=_path_problem,
         doc="Folder, file or glob pattern to read (an fsspec URL: a local path, memory://..., "
         "s3://... with s3fs installed). load(path) sets it.",
     ),
@@ -273,7 +259,10 @@ _MODES = (
 )
 
 _ENCODING = Option(
-    name="encoding", default="UTF-8", doc="Character set of the files; only UTF-8 is supported."
+    name="encoding",
+    default="UTF-8",
+    validate=_utf8,
+    doc="Character set of the files; only UTF-8 is supported.",
 )
 
 JSON_OPTIONS = FileSourceOptionSpec(
@@ -287,7 +276,7 @@ JSON_OPTIONS = FileSourceOptionSpec(
         "lines, instead of one object per line.",
     ),
     _ENCODING,
-    checks=(_common_checks, _encoding_check),
+    rules=_RULES,
 )
 
 CSV_OPTIONS = FileSourceOptionSpec(
@@ -300,12 +289,26 @@ CSV_OPTIONS = FileSourceOptionSpec(
         doc="The first line of each file holds column names: it is skipped (columns are "
         "matched by position) and names the columns when the schema is inferred.",
     ),
-    Option(name="sep", default=",", doc="Field separator (one character)."),
-    Option(name="delimiter", default=",", doc="Same as sep."),
-    Option(name="quote", default='"', doc="Quote character; empty to turn quoting off."),
-    Option(name="escape", default="\\", doc="Character escaping a quote inside a quoted value."),
+    Option(name="sep", default=",", validate=_one_char, doc="Field separator (one character)."),
+    Option(name="delimiter", default=",", validate=_one_char, doc="Same as sep."),
+    Option(
+        name="quote",
+        default='"',
+        validate=_one_char_or_empty,
+        doc="Quote character; empty to turn quoting off.",
+    ),
+    Option(
+        name="escape",
+        default="\\",
+        validate=_one_char_or_empty,
+        doc="Character escaping a quote inside a quoted value.",
+    ),
     Option(name="nullValue", default="", doc="Text that stands for null."),
-    Option(name="comment", doc="Lines starting with this character are skipped."),
+    Option(
+        name="comment",
+        validate=_one_char_or_empty,
+        doc="Lines starting with this character are skipped.",
+    ),
     Option(
         name="inferSchema",
         type="bool",
@@ -317,10 +320,11 @@ CSV_OPTIONS = FileSourceOptionSpec(
         name="multiLine",
         type="bool",
         default=False,
+        validate=lambda on: _NO_CSV_MULTILINE if on else None,
         doc="Not supported for CSV (records must be on one line); must stay false.",
     ),
     _ENCODING,
-    checks=(_common_checks, _csv_checks),
+    rules=_RULES + _CSV_RULES,
 )
 
 TEXT_OPTIONS = FileSourceOptionSpec(
@@ -332,7 +336,7 @@ TEXT_OPTIONS = FileSourceOptionSpec(
         doc="One row per file holding its whole text, instead of one row per line.",
     ),
     _ENCODING,
-    checks=(_common_checks, _encoding_check),
+    rules=_RULES,
 )
 
 _MERGE = Option(
@@ -342,5 +346,5 @@ _MERGE = Option(
     doc="With schema inference: merge the schemas of all files instead of taking the first file's.",
 )
 
-PARQUET_OPTIONS = FileSourceOptionSpec(*_COMMON, _MERGE, checks=(_common_checks,))
-ORC_OPTIONS = FileSourceOptionSpec(*_COMMON, _MERGE, checks=(_common_checks,))
+PARQUET_OPTIONS = FileSourceOptionSpec(*_COMMON, _MERGE, rules=_RULES)
+ORC_OPTIONS = FileSourceOptionSpec(*_COMMON, _MERGE, rules=_RULES)

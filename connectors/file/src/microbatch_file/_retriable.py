@@ -13,9 +13,12 @@ their ``__cause__`` chain), are :data:`TRANSIENT_ERRORS` and :data:`TRANSIENT_ER
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from microbatch.errors import RetriableError
 
-__all__ = ["TRANSIENT_ERRORS", "TRANSIENT_ERROR_NAMES", "is_transient", "retriable"]
+__all__ = ["TRANSIENT_ERRORS", "TRANSIENT_ERROR_NAMES", "is_transient", "transient_as_retriable"]
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 """Python's own: ``ConnectionError`` (also ``ConnectionResetError``,
@@ -64,10 +67,17 @@ def is_transient(error: BaseException) -> bool:
     return False
 
 
-def retriable(error: BaseException, what: str) -> RetriableError:
-    """The :class:`RetriableError` to raise ``from error``: ``what`` failed (a sentence start
-    naming the file or folder) with a transient error."""
-    return RetriableError(
-        f"{what} failed with a transient error ({type(error).__name__}: {error}); the batch "
-        "is retried (up to maxBatchRetries times)"
-    )
+@contextmanager
+def transient_as_retriable(what: str, *, keep: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """Run the block; a transient error raised in it (not an instance of ``keep``) is raised
+    as a :class:`RetriableError` from it, saying that ``what`` (a sentence start naming the file
+    or folder) failed; any other error as it is."""
+    try:
+        yield
+    except Exception as error:
+        if is_transient(error) and not isinstance(error, keep):
+            raise RetriableError(
+                f"{what} failed with a transient error ({type(error).__name__}: {error}); the "
+                "batch is retried (up to maxBatchRetries times)"
+            ) from error
+        raise

@@ -22,7 +22,7 @@ import pyarrow as pa
 import microbatch as mb
 from microbatch.errors import MicrobatchError, SinkError
 
-from ._retriable import is_transient, retriable
+from ._retriable import transient_as_retriable
 from ._writer_files import OutputFolder, WriterLimits
 from ._writer_files import PartWriter as _FilesOfPart
 from ._writer_formats import FileFormat
@@ -92,33 +92,26 @@ class FilePartWriter(mb.PartWriter):
     def write(self, data: pa.RecordBatchReader, part: mb.PartContext) -> FileCommitMessage:
         batch_id, index = part.batch_id, part.part_index
         try:
-            if self._is_committed(batch_id, part.query_id):
-                return FileCommitMessage(batch_id, index, skipped=True)
-            files = _FilesOfPart(
-                folder=self._output(),
-                file_format=self.file_format,
-                limits=self.limits,
-                batch_id=batch_id,
-                part=index,
-                partition_by=self.partition_by,
-            ).write_all(data)
+            what = f"{self.owner}: writing part {index} of batch {batch_id}"
+            with transient_as_retriable(what, keep=(MicrobatchError,)):
+                if self._is_committed(batch_id, part.query_id):
+                    return FileCommitMessage(batch_id, index, skipped=True)
+                files = _FilesOfPart(
+                    folder=self._output(),
+                    file_format=self.file_format,
+                    limits=self.limits,
+                    batch_id=batch_id,
+                    part=index,
+                    partition_by=self.partition_by,
+                ).write_all(data)
         except PartitionValueTooLongError as error:
             raise SinkError(f"{self.owner}: batch {batch_id} cannot be written: {error}") from None
         except MicrobatchError:
             raise
         except OSError as error:
-            what = f"{self.owner}: writing part {index} of batch {batch_id}"
-            if is_transient(error):
-                raise retriable(error, what) from error
             raise SinkError(
                 f"{self.owner} failed to write part {index} of batch {batch_id}: {error}"
             ) from error
-        except Exception as error:
-            if is_transient(error):
-                raise retriable(
-                    error, f"{self.owner}: writing part {index} of batch {batch_id}"
-                ) from error
-            raise
         return FileCommitMessage(batch_id, index, tuple(files))
 
     def _is_committed(self, batch_id: int, query_id: str) -> bool:
@@ -129,6 +122,10 @@ class FilePartWriter(mb.PartWriter):
                 check_owner(self.owner, batch_id, entry, query_id)
             known = self._committed[batch_id] = entry is not None
         return known
+
+
+def _written(messages: Sequence[mb.CommitMessage | None]) -> list[dict[str, Any]]:
+    return [f for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
 
 
 @dataclass(eq=False, kw_only=True, repr=False)
@@ -179,15 +176,10 @@ class FileStreamWriter(mb.StreamWriter):
         )
 
     def commit(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
-        written = [f for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
-        try:
+        written = _written(messages)
+        what = f"{self.owner}: committing batch {batch_id}"
+        with transient_as_retriable(what, keep=(MicrobatchError,)):
             self._commit(batch_id, written)
-        except MicrobatchError:
-            raise
-        except Exception as error:
-            if is_transient(error):
-                raise retriable(error, f"{self.owner}: committing batch {batch_id}") from error
-            raise
 
     def _commit(self, batch_id: int, written: list[dict[str, Any]]) -> None:
         entry = self.manifest.entry(batch_id)
@@ -209,9 +201,7 @@ class FileStreamWriter(mb.StreamWriter):
     def abort(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
         if self.manifest.has_batch(batch_id):
             return
-        self._delete(
-            [f["path"] for m in messages if isinstance(m, FileCommitMessage) for f in m.files]
-        )
+        self._delete([f["path"] for f in _written(messages)])
 
     def stop(self) -> None:
         """Nothing to release: every file is closed by the ``write`` that opened it."""

@@ -23,7 +23,7 @@ from ._listing import FileEntry
 from ._location import SourceLocation
 from ._parse_modes import CORRUPT, DropCounter
 from ._partitions import partition_scalar
-from ._retriable import is_transient, retriable
+from ._retriable import transient_as_retriable
 
 __all__ = ["FileSplit", "FileSplitReader", "corrupt_column"]
 
@@ -81,14 +81,15 @@ class FileSplitReader(mb.SplitReader):
         for entry in split.files:
             where = self.location.show(entry.path)
             try:
-                for table in self.format.read(
-                    self.location.fs,
-                    entry,
-                    where,
-                    self.parse_schema,
-                    self.corrupt_name is not None,
-                ):
-                    yield from self._finish(table, entry).to_batches()
+                with transient_as_retriable(f"Reading file {where} of batch {split.batch}"):
+                    for table in self.format.read(
+                        self.location.fs,
+                        entry,
+                        where,
+                        self.parse_schema,
+                        self.corrupt_name is not None,
+                    ):
+                        yield from self._finish(table, entry).to_batches()
             except FileNotFoundError:
                 if not self.ignore_missing_files:
                     raise SourceError(
@@ -103,12 +104,6 @@ class FileSplitReader(mb.SplitReader):
                     where,
                     split.batch,
                 )
-            except Exception as error:
-                if is_transient(error):
-                    raise retriable(
-                        error, f"Reading file {where} of batch {split.batch}"
-                    ) from error
-                raise
 
     def _finish(self, table: pa.Table, entry: FileEntry) -> pa.Table:
         rows = table.num_rows

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -30,7 +30,7 @@ from ._listing import FileEntry, Layout, Listing
 from ._location import SourceLocation
 from ._partitions import check_layout, partition_scalar
 from ._pickup import Pickup
-from ._retriable import is_transient, retriable
+from ._retriable import transient_as_retriable
 from ._selection import Backlog, Taken
 from ._split_reader import FileSplit, FileSplitReader, corrupt_column
 from ._tracking import FileLog
@@ -39,6 +39,7 @@ __all__ = ["FileStreamReader", "make_layout", "open_manifest"]
 
 log = logging.getLogger("microbatch.file")
 
+_T = TypeVar("_T")
 _OPEN_COST = 4 << 20
 _MAX_SPLIT_BYTES = 128 << 20
 
@@ -59,12 +60,9 @@ def open_manifest(location: SourceLocation, clean_source: str = "OFF") -> Any:
     clean up the sink's files."""
     if location.is_glob or location.pattern:
         return None
-    marker = f"{location.root.rstrip('/')}/{MANIFEST_FOLDER}"
-    if not location.fs.exists(marker):
-        return None
     from .manifest import Manifest
 
-    manifest = Manifest(location.fs, location.root)
+    manifest = Manifest(location.fs, location.root)  # no I/O until asked
     if not manifest.exists():
         return None
     if clean_source != "OFF":
@@ -144,14 +142,10 @@ class FileStreamReader(mb.StreamReader):
         self.skipped_for_age = 0
         self.held_back = 0
 
-    def _guarded(self, call: Callable[[], Any], what: str) -> Any:
+    def _guarded(self, call: Callable[[], _T], what: str) -> _T:
         """``call()``, a transient filesystem error raised as a ``RetriableError``."""
-        try:
+        with transient_as_retriable(f"{what} {self.location.show()}"):
             return call()
-        except Exception as error:
-            if is_transient(error):
-                raise retriable(error, f"{what} {self.location.show()}") from error
-            raise
 
     # -- offsets --------------------------------------------------------------------------
     def initial_offset(self) -> mb.Offset:
@@ -198,8 +192,7 @@ class FileStreamReader(mb.StreamReader):
         self.backlog.update(fresh, removed)
 
     def latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
-        result: mb.Offset = self._guarded(lambda: self._latest_offset(start, limit), "Listing")
-        return result
+        return self._guarded(lambda: self._latest_offset(start, limit), "Listing")
 
     def _latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
         self._start()
@@ -393,8 +386,7 @@ class FileStreamReader(mb.StreamReader):
                 splits.extend(self._pack(batch, self.log.files_of(batch)))
             return splits
 
-        result: list[FileSplit] = self._guarded(plan, "Planning the files of")
-        return result
+        return self._guarded(plan, "Planning the files of")
 
     def _pack(self, batch: int, files: list[FileEntry]) -> list[FileSplit]:
         """Files in order, grouped so that each split holds about an equal share of the bytes

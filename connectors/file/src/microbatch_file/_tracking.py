@@ -16,7 +16,6 @@ changed after it was read (:mod:`._changes`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from microbatch.batch_log import BatchLog
@@ -24,6 +23,7 @@ from microbatch.errors import CorruptCheckpointError
 from microbatch.state import StateStore
 
 from ._listing import FileEntry
+from .manifest import files_problem
 
 __all__ = ["FileLog"]
 
@@ -46,10 +46,6 @@ def _decode(row: list[Any]) -> FileEntry:
     partition = tuple((str(k), str(v)) for k, v in row[3]) if len(row) > 3 else ()
     mtime = None if row[2] is None else row[2] / 1000
     return FileEntry(str(row[0]), int(row[1]), mtime, partition)
-
-
-def _problem(entry: dict[str, Any]) -> str | None:
-    return None if type(entry.get("files")) is list else "it has no list of files"
 
 
 class FileLog:
@@ -75,7 +71,7 @@ class FileLog:
                 compact_interval=COMPACT_INTERVAL,
                 growing=True,
                 id_field="batch",
-                validate=_problem,
+                validate=files_problem,
                 label="The file source's log",
                 advice=_ADVICE,
             )
@@ -184,8 +180,3 @@ class FileLog:
         self.cleaned_through = batch
         if self.store is not None:
             self.store.write(_CLEANUP, {"through": batch})
-
-    def batches_between(self, start: int, end: int) -> Iterable[list[FileEntry]]:
-        """The file lists of batches ``start + 1`` to ``end``."""
-        for batch in range(start + 1, end + 1):
-            yield self.files_of(batch)

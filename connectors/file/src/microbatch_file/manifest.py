@@ -49,7 +49,8 @@ RETENTION_SECONDS = 60.0
 listed the folder before that compact)."""
 
 
-def _problem(entry: dict[str, Any]) -> str | None:
+def files_problem(entry: dict[str, Any]) -> str | None:
+    """Why a log entry is malformed (no ``files`` list), for ``BatchLog(validate=...)``."""
     return None if type(entry.get("files")) is list else "it has no list of files"
 
 
@@ -80,7 +81,7 @@ class Manifest:
             self._store,
             compact_interval=compact_interval,
             retention=retention,
-            validate=_problem,
+            validate=files_problem,
             label="Manifest",
             advice=(
                 f"The manifest {self.path} must record every batch from 0 on, and the files of "

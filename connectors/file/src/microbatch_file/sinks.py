@@ -17,11 +17,13 @@ Readers must go through the manifest (``session.read.format("parquet").load(path
 
 from __future__ import annotations
 
+import dataclasses
 from abc import abstractmethod
 from typing import Any, ClassVar
 
 import fsspec
 import pyarrow as pa
+from fsspec.implementations.local import LocalFileSystem
 
 import microbatch as mb
 from microbatch import Option, OptionSpec, OutputMode
@@ -128,12 +130,9 @@ class FileSink(mb.Sink):
 
     # -- contract -------------------------------------------------------------------------
     def describe(self) -> str:
-        shown = f"file:{self.root}" if self.folder_is_local else self.fs.unstrip_protocol(self.root)
+        local = isinstance(self.fs, LocalFileSystem)
+        shown = f"file:{self.root}" if local else self.fs.unstrip_protocol(self.root)
         return f"FileSink[{shown}]"
-
-    @property
-    def folder_is_local(self) -> bool:
-        return "file" in _protocols(self.fs)
 
     def stream_writer(self, context: mb.WriteContext) -> FileStreamWriter:
         """Checks the output mode, the folder and the schema, then opens the manifest."""
@@ -158,11 +157,6 @@ class FileSink(mb.Sink):
             context=context,
             owner=self.describe(),
         )
-
-
-def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
-    protocol = fs.protocol
-    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
 # ----------------------------------------------------------------------------------- formats
@@ -211,10 +205,8 @@ class ParquetFileSink(FileSink):
         group_bytes = int(self.opts.row_group_bytes)
         if limits.target_file_size:  # a small target also means small row groups
             group_bytes = min(group_bytes, limits.target_file_size)
-        return WriterLimits(
-            max_records_per_file=limits.max_records_per_file,
-            target_file_size=limits.target_file_size,
-            max_open_files=limits.max_open_files,
+        return dataclasses.replace(
+            limits,
             flush_rows=self.opts.row_group_size,
             flush_bytes=group_bytes,
             buffer_bytes=int(self.opts.row_group_bytes),

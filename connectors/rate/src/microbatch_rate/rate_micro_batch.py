@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 
@@ -70,36 +69,29 @@ class RateMicroBatchSource(mb.Source):
     )
     capabilities = mb.SourceCapabilities(replayable=True, available_now=True)
 
-    def __init__(
-        self,
-        options: mb.Options,
-        *,
-        user_schema: pa.Schema | None = None,
-        session: Any = None,
-        streaming: bool = True,
-    ) -> None:
-        super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
-        self.rows_per_batch: int = self.opts.rows_per_batch
-        self.num_partitions = resolve_partitions(self.opts.num_partitions)
-        self.start_timestamp: int = self.opts.start_timestamp
-        self.advance_millis: int = self.opts.advance_millis_per_batch
+    @property
+    def num_partitions(self) -> int:
+        """The ``numPartitions`` option, or the number of CPUs when it is not set."""
+        return resolve_partitions(self.opts.num_partitions)
 
     def schema(self) -> pa.Schema:
         return SCHEMA
 
     def describe(self) -> str:
+        opts = self.opts
         return (
-            f"RateMicroBatchSource[rowsPerBatch={self.rows_per_batch}, "
-            f"numPartitions={self.num_partitions}, startTimestamp={self.start_timestamp}, "
-            f"advanceMillisPerBatch={self.advance_millis}]"
+            f"RateMicroBatchSource[rowsPerBatch={opts.rows_per_batch}, "
+            f"numPartitions={self.num_partitions}, startTimestamp={opts.start_timestamp}, "
+            f"advanceMillisPerBatch={opts.advance_millis_per_batch}]"
         )
 
     def stream_reader(self, context: mb.ReadContext) -> RateMicroBatchReader:
+        opts = self.opts
         return RateMicroBatchReader(
-            rows_per_batch=self.rows_per_batch,
+            rows_per_batch=opts.rows_per_batch,
             num_partitions=self.num_partitions,
-            start_timestamp=self.start_timestamp,
-            advance_millis=self.advance_millis,
+            start_timestamp=opts.start_timestamp,
+            advance_millis=opts.advance_millis_per_batch,
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, TypeVar
@@ -42,6 +43,14 @@ def checked_type(owner: object, method: str, made: _Made, expected: type) -> _Ma
     return made
 
 
+def check_picklable(value: object, what: str) -> None:
+    """Fail the test, naming ``what`` and the pickling error, when ``value`` cannot be pickled."""
+    try:
+        pickle.dumps(value)
+    except Exception as error:
+        pytest.fail(f"{what} cannot be pickled ({type(error).__name__}: {error}): {value!r}")
+
+
 class ContractBase(Generic[_Connector, _Capabilities]):
     """Base of the contract suites. Subclasses are collected by pytest; this class is not.
 
@@ -51,7 +60,7 @@ class ContractBase(Generic[_Connector, _Capabilities]):
     Per test, ``self.tmp_path`` is a fresh folder and ``self.state`` a fresh
     :class:`~microbatch.StateStore` inside it; both are set before any hook is called.
     ``self.built`` lists the stream readers or writers the test built so far (all stopped at its
-    end).
+    end); ``self.query_id`` is the query id their contexts carry.
     """
 
     __test__ = False
@@ -60,6 +69,7 @@ class ContractBase(Generic[_Connector, _Capabilities]):
     tmp_path: Path
     state: StateStore
     built: list[Any]
+    query_id: str
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -91,11 +101,26 @@ class ContractBase(Generic[_Connector, _Capabilities]):
         self._session_made = False
         self._session: Any = None
         self.built = []
+        self.query_id = "microbatch-testkit-query"
+        self._made: list[tuple[Any, Any]] = []
         yield
         for connector in reversed(self.built):
             # test_stop_is_idempotent reports stop() failures; teardown stays quiet
             with contextlib.suppress(Exception):
                 connector.stop()
+
+    def _keep(self, built: Any, made: Any) -> None:
+        """Add ``built`` (a stream reader or writer) to :attr:`built`, with the record of what
+        it was made from that :meth:`_made_of` gives back."""
+        self._made.append((built, made))
+        self.built.append(built)
+
+    def _made_of(self, built: object) -> Any:
+        """The record :meth:`_keep` kept with ``built``."""
+        for candidate, made in self._made:
+            if candidate is built:
+                return made
+        raise LookupError(f"{built!r} was not made by build()")
 
     @property
     def session(self) -> Any:

@@ -55,7 +55,6 @@ The checks that apply are chosen from the sink's ``capabilities`` (``guarantee``
 from __future__ import annotations
 
 import os
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -79,7 +78,7 @@ from microbatch.errors import UnsupportedOperationError
 from microbatch.planner import check_sink_supports
 
 from . import data
-from ._base import ContractBase, checked_type
+from ._base import ContractBase, check_picklable, checked_type
 from ._compare import describe_schema_difference, rows_difference
 from ._processes import write_parts_elsewhere
 from ._sink_checks import check_commit_under_kills, run_sink_query
@@ -172,11 +171,6 @@ class SinkContract(ContractBase[Sink, SinkCapabilities]):
         return committed
 
     # -- helpers --------------------------------------------------------------------------
-    @pytest.fixture(autouse=True)
-    def _microbatch_sink_setup(self) -> None:
-        self.query_id = "microbatch-testkit-query"
-        self._made: list[BuiltSink] = []
-
     def _build_any(self, options: dict[str, Any]) -> Any:
         return self.build(options=options)
 
@@ -211,16 +205,13 @@ class SinkContract(ContractBase[Sink, SinkCapabilities]):
             extras=self.make_context_extras(),
         )
         writer = checked_type(sink, "stream_writer", sink.stream_writer(context), StreamWriter)
-        self._made.append(BuiltSink(sink, context, writer))
-        self.built.append(writer)
+        self._keep(writer, BuiltSink(sink, context, writer))
         return writer
 
     def built_of(self, writer: StreamWriter) -> BuiltSink:
         """The connector object and context ``writer`` was made from."""
-        for made in self._made:
-            if made.writer is writer:
-                return made
-        raise LookupError(f"{writer!r} was not made by build()")
+        made: BuiltSink = self._made_of(writer)
+        return made
 
     def part_writer_of(self, writer: StreamWriter) -> PartWriter:
         """``writer.part_writer()``, checked to be a :class:`~microbatch.PartWriter`."""
@@ -350,22 +341,10 @@ class SinkContract(ContractBase[Sink, SinkCapabilities]):
     def test_part_writer_and_messages_are_picklable(self) -> None:
         writer = self.build()
         part_writer = self.part_writer_of(writer)
-        try:
-            pickle.dumps(part_writer)
-        except Exception as error:
-            pytest.fail(
-                f"part_writer() of {type(writer).__qualname__} cannot be pickled "
-                f"({type(error).__name__}: {error}): {part_writer!r}"
-            )
+        check_picklable(part_writer, f"part_writer() of {type(writer).__qualname__}")
         messages = self.write_parts(writer, 0, self.input_parts())
         for index, message in enumerate(messages):
-            try:
-                pickle.dumps(message)
-            except Exception as error:
-                pytest.fail(
-                    f"the commit message of part {index} of batch 0 cannot be pickled "
-                    f"({type(error).__name__}: {error}): {message!r}"
-                )
+            check_picklable(message, f"the commit message of part {index} of batch 0")
         writer.abort(messages, 0)
 
     def test_capabilities_are_declared_and_checked(self) -> None:

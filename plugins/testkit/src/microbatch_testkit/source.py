@@ -49,7 +49,6 @@ The checks that apply are chosen from the source's ``capabilities`` (``replayabl
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -73,7 +72,7 @@ from microbatch import (
     StreamReader,
 )
 
-from ._base import ContractBase, checked_type
+from ._base import ContractBase, check_picklable, checked_type
 from ._compare import describe_schema_difference, rows_difference, show, show_batch
 from ._processes import read_splits_elsewhere
 from ._source_engine import run_source_query
@@ -185,16 +184,13 @@ class SourceContract(ContractBase[Source, SourceCapabilities]):
             session=self.session,
         )
         reader = checked_type(source, "stream_reader", source.stream_reader(context), StreamReader)
-        self._made.append(BuiltSource(source, schema, context, reader))
-        self.built.append(reader)
+        self._keep(reader, BuiltSource(source, schema, context, reader))
         return reader
 
     def built_of(self, reader: StreamReader) -> BuiltSource:
         """The connector object, schema and context ``reader`` was made from."""
-        for made in self._made:
-            if made.reader is reader:
-                return made
-        raise LookupError(f"{reader!r} was not made by build()")
+        made: BuiltSource = self._made_of(reader)
+        return made
 
     def _wake(self) -> None:
         self.wakes += 1
@@ -255,9 +251,7 @@ class SourceContract(ContractBase[Source, SourceCapabilities]):
 
     @pytest.fixture(autouse=True)
     def _microbatch_source_setup(self) -> None:
-        self.query_id = "microbatch-testkit-query"
         self.wakes = 0
-        self._made: list[BuiltSource] = []
 
     # -- tests ----------------------------------------------------------------------------
     def test_capabilities_are_declared(self) -> None:
@@ -358,21 +352,9 @@ class SourceContract(ContractBase[Source, SourceCapabilities]):
         start = reader.initial_offset()
         end = self._next_end(reader, start, reader.default_read_limit())
         for index, split in enumerate(self.splits_of(reader, start, end)):
-            try:
-                pickle.dumps(split)
-            except Exception as error:
-                pytest.fail(
-                    f"split {index} of partitions({show(start)}, {show(end)}) cannot be "
-                    f"pickled ({type(error).__name__}: {error}): {split!r}"
-                )
+            check_picklable(split, f"split {index} of partitions({show(start)}, {show(end)})")
         split_reader = self.split_reader_of(reader)
-        try:
-            pickle.dumps(split_reader)
-        except Exception as error:
-            pytest.fail(
-                f"split_reader() of {type(reader).__qualname__} cannot be pickled "
-                f"({type(error).__name__}: {error}): {split_reader!r}"
-            )
+        check_picklable(split_reader, f"split_reader() of {type(reader).__qualname__}")
 
     def test_replay_reads_the_same_rows(self) -> None:
         self._require_replayable()

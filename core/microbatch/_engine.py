@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import pyarrow as pa
@@ -45,7 +46,7 @@ from .connector import (
     StreamReader,
     StreamWriter,
 )
-from .errors import RetriableError, SchemaMismatchError, SinkError, SourceError
+from .errors import RetriableError, SchemaMismatchError, SinkError, SourceError, cause_chain
 from .progress import StreamingQueryProgress, iso_timestamp
 
 __all__ = ["EngineJob", "EngineSettings", "MicroBatchEngine"]
@@ -269,7 +270,6 @@ class MicroBatchEngine:
         if not _retriable(error):
             raise error
         limit = self.settings.max_batch_retries
-        reason = _with_causes(error, self.settings.secrets)
         if attempt > limit or self.stop_requested.is_set():
             error.add_note(
                 f"{what} failed {attempt} times; maxBatchRetries is {limit}"
@@ -278,6 +278,7 @@ class MicroBatchEngine:
             )
             raise error
         delay = min(60.0, self.settings.retry_backoff * 2 ** (attempt - 1))
+        reason = _with_causes(error, self.settings.secrets)
         log.warning(
             "%s failed with a retriable error (retry %d of %d in %.1f s): %s",
             what,
@@ -516,26 +517,13 @@ def _batches(items: Any) -> Iterator[pa.RecordBatch]:
 
 def _with_causes(error: BaseException, secrets: tuple[str, ...]) -> str:
     """``error`` and the errors it was raised from, each without the secrets."""
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen and len(parts) < 4:
-        seen.add(id(current))
-        parts.append(describe_error(current, secrets))
-        current = current.__cause__
+    parts = [describe_error(link, secrets) for link in islice(cause_chain(error), 4)]
     return " (caused by ".join(parts) + ")" * (len(parts) - 1)
 
 
 def _retriable(error: BaseException) -> bool:
     """True for a RetriableError, or an error raised ``from`` one."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, RetriableError):
-            return True
-        seen.add(id(current))
-        current = current.__cause__
-    return False
+    return any(isinstance(link, RetriableError) for link in cause_chain(error))
 
 
 def _conform(

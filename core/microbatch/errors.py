@@ -28,6 +28,7 @@ Every message says what was wrong, where, and what to do about it.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 from ._redact import safe_str
@@ -51,6 +52,7 @@ __all__ = [
     "TransformError",
     "UnknownFormatError",
     "UnsupportedOperationError",
+    "cause_chain",
 ]
 
 
@@ -189,3 +191,13 @@ class RetriableError(MicrobatchError):
     The engine then re-runs the whole batch (same batch id, same offsets) after a backoff, up
     to the session's ``maxBatchRetries`` times; any other error stops the query.
     """
+
+
+def cause_chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then the error it was raised ``from``, and so on (each once, even in a cycle)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__

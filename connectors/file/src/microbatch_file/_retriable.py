@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from microbatch.errors import RetriableError
+from microbatch.errors import RetriableError, cause_chain
 
 __all__ = ["TRANSIENT_ERRORS", "TRANSIENT_ERROR_NAMES", "is_transient", "transient_as_retriable"]
 
@@ -43,8 +43,6 @@ TRANSIENT_ERROR_NAMES = frozenset(
 """Client-library errors, named by module and class so that no client library is imported
 to check them (a subclass of one of these counts too)."""
 
-_KNOWN_CHAIN = 16
-
 
 def _transient_class(error: BaseException) -> bool:
     if isinstance(error, TRANSIENT_ERRORS):
@@ -57,14 +55,7 @@ def _transient_class(error: BaseException) -> bool:
 
 def is_transient(error: BaseException) -> bool:
     """Whether ``error`` (or an error in its ``__cause__`` chain) is a transient client error."""
-    current: BaseException | None = error
-    for _ in range(_KNOWN_CHAIN):
-        if current is None:
-            return False
-        if _transient_class(current):
-            return True
-        current = current.__cause__
-    return False
+    return any(_transient_class(link) for link in cause_chain(error))
 
 
 @contextmanager

@@ -125,6 +125,9 @@ class MicroBatchEngine:
         self._offsets_written = False
         self._retries = 0
         """Retries of the batch now running (shown in its progress record)."""
+        self._source_name = job.source.describe()
+        self._sink_name = job.sink.describe()
+        """The connectors' descriptions, made once: they name them in every status and record."""
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> None:
@@ -214,7 +217,7 @@ class MicroBatchEngine:
         """Ask the source for new data and run a batch when there is some."""
         trigger_start = time.time()
         self._last_trigger_start = trigger_start
-        self.job.set_status(f"Getting offsets from {self.job.source.describe()}", False, True)
+        self.job.set_status(f"Getting offsets from {self._source_name}", False, True)
         clock = time.perf_counter()
         end = self._latest_offset(limit)
         latest_ms = (time.perf_counter() - clock) * 1000
@@ -333,7 +336,7 @@ class MicroBatchEngine:
         for split in splits:
             if not isinstance(split, Split):
                 raise SourceError(
-                    f"{self.job.source.describe()}: partitions() returned {split!r}, which is not "
+                    f"{self._source_name}: partitions() returned {split!r}, which is not "
                     "a microbatch.Split"
                 )
         timings["getBatch"] = (time.perf_counter() - clock) * 1000
@@ -394,7 +397,7 @@ class MicroBatchEngine:
             message = part_writer.write(data, part)
             if message is not None and not isinstance(message, CommitMessage):
                 raise SinkError(
-                    f"{self.job.sink.describe()}: write() returned a {type(message).__name__}, not "
+                    f"{self._sink_name}: write() returned a {type(message).__name__}, not "
                     "a microbatch.CommitMessage (or None)"
                 )
             self.job.phase(batch_id, "sink_write_done")
@@ -473,7 +476,7 @@ class MicroBatchEngine:
         input_rate = input_rows / since_previous if since_previous > 0 else 0.0
         processed_rate = input_rows / max(0.001, durations.get("triggerExecution", 0) / 1000)
         source = {
-            "description": self.job.source.describe(),
+            "description": self._source_name,
             "startOffset": start,
             "endOffset": end,
             "latestOffset": self._reported_latest,
@@ -501,7 +504,7 @@ class MicroBatchEngine:
             durationMs=durations,
             stateOperators=[],
             sources=[source],
-            sink={"description": self.job.sink.describe(), "numOutputRows": output_rows},
+            sink={"description": self._sink_name, "numOutputRows": output_rows},
             **extra,
         )
 

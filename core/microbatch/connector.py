@@ -254,7 +254,8 @@ class _Connector:
     """The owning ``Session`` (``None`` in tests that make connectors directly)."""
 
     def describe(self) -> str:
-        """The description shown in progress records (``RateSource[rowsPerSecond=5]``)."""
+        """The description shown in progress records (``RateSource[rowsPerSecond=5]``); asked
+        once per run, so it must not change while the query runs."""
         return f"{type(self).__name__}"
 
     @classmethod

@@ -47,7 +47,7 @@ format: install
 	$(BIN)/ruff format .
 
 bench: install
-	@set -e; for script in integration/bench/*.py; do \
+	@set -e; for script in integration/bench/bench_*.py; do \
 		[ -e "$$script" ] || { echo "no benchmark in integration/bench/"; break; }; \
 		echo "== $$script"; $(BIN)/python "$$script"; \
 	done

@@ -249,9 +249,11 @@ class Options(Mapping[str, Any]):
         if name.startswith("_"):
             raise AttributeError(name)
         try:
-            return self[name]
+            value = self[name]
         except KeyError:
             raise AttributeError(f"no option named {name!r}") from None
+        self.__dict__[name] = value  # values never change: later reads skip the lookup
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)

@@ -1,5 +1,6 @@
 """Fixtures shared by the core's tests: an open session, test connectors registered on it as a
-plugin, and JSON-lines input files that appear the way a file source expects them to."""
+plugin (or refused at registration), and JSON-lines input files that appear the way a file
+source expects them to."""
 
 from __future__ import annotations
 
@@ -12,10 +13,15 @@ from typing import Any
 import pytest
 
 import microbatch as mb
+from microbatch._registry import ConnectorRegistry
 from microbatch._writer import DataStreamWriter
+from microbatch.errors import PluginLoadError
 
 Register = Callable[..., None]
 """``register(session, name, *connectors)``: see :func:`register`."""
+
+Refusal = Callable[[type[mb.Sink]], str]
+"""``refusal(sink_class)``: see :func:`refusal`."""
 
 WriteRows = Callable[[Path, str, range], None]
 """``write_rows(folder, name, ids)``: see :func:`write_rows`."""
@@ -52,6 +58,23 @@ def _register(session: mb.Session, name: str, *connectors: type[Any]) -> None:
 def register() -> Register:
     """``register(session, name, *connectors)``: the test's connectors as a plugin ``name``."""
     return _register
+
+
+def _refusal(cls: type[mb.Sink]) -> str:
+    """The :class:`PluginLoadError` text of registering sink ``cls`` in a new registry, which
+    must not know the sink afterwards."""
+    registry = ConnectorRegistry()
+    with pytest.raises(PluginLoadError) as caught:
+        registry.add_sink(cls)
+    with pytest.raises(mb.UnknownFormatError):
+        registry.find("sink", cls.format_name)
+    return str(caught.value)
+
+
+@pytest.fixture
+def refusal() -> Refusal:
+    """``refusal(sink_class)``: why registering the sink is refused (it must be)."""
+    return _refusal
 
 
 def _write_rows(folder: Path, name: str, ids: range) -> None:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from microbatch._cli import main
 from microbatch._registry import ConnectorRegistry
 
 SCRIPT = shutil.which("microbatch", path=os.path.dirname(sys.executable))
+RowOf = Callable[[str, str], list[str]]  # the testkit's row_of fixture
 
 FAKE_PLUGIN = """
 from __future__ import annotations
@@ -87,12 +89,6 @@ def microbatch_register_connectors(registry):
 
 
 @pytest.fixture
-def wide(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rich tables wide enough that no cell wraps in captured output."""
-    monkeypatch.setenv("COLUMNS", "220")
-
-
-@pytest.fixture
 def fake_dist(tmp_path: Path) -> dict[str, str]:
     """An installed distribution ``mbfake 1.2.3`` with a working and a broken plugin; returns
     the environment of a process that sees it."""
@@ -118,20 +114,11 @@ def run_script(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
-def row_of(text: str, name: str) -> list[str]:
-    """The cells of the table row whose first cell is ``name``."""
-    for line in text.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("│").split("│")]
-        if cells and cells[0] == name:
-            return cells
-    raise AssertionError(f"no table row for {name!r} in:\n{text}")
-
-
 # -- connectors --------------------------------------------------------------------------
 
 
 def test_connectors_lists_every_installed_connector(
-    wide: None, capsys: pytest.CaptureFixture[str]
+    row_of: RowOf, capsys: pytest.CaptureFixture[str]
 ) -> None:
     registry = ConnectorRegistry()
     registry.load_entry_points()
@@ -150,7 +137,9 @@ def test_connectors_lists_every_installed_connector(
     assert memory_sink and "append" in memory_sink[0]
 
 
-def test_connectors_rate_shows_its_options(wide: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_connectors_rate_shows_its_options(
+    row_of: RowOf, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["connectors", "rate"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("rate (source)")
@@ -162,7 +151,7 @@ def test_connectors_rate_shows_its_options(wide: None, capsys: pytest.CaptureFix
 
 
 def test_connector_names_are_matched_case_insensitively(
-    wide: None, capsys: pytest.CaptureFixture[str]
+    row_of: RowOf, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["connectors", "RATE-MICRO-BATCH"]) == 0
     assert row_of(capsys.readouterr().out, "rowsPerBatch")[3] == "yes"
@@ -180,7 +169,9 @@ def test_unknown_sink_name_suggests_the_sink(capsys: pytest.CaptureFixture[str])
     assert "Did you mean 'memory'?" in capsys.readouterr().err
 
 
-def test_third_party_plugin_with_both_roles_and_a_broken_plugin(fake_dist: dict[str, str]) -> None:
+def test_third_party_plugin_with_both_roles_and_a_broken_plugin(
+    fake_dist: dict[str, str], row_of: RowOf
+) -> None:
     listing = run_script("connectors", env=fake_dist)
     assert listing.returncode == 0
     fake_rows = [line for line in listing.stdout.splitlines() if "│ fakefmt " in line]
@@ -253,7 +244,7 @@ def make_checkpoint(url: str, *, batches: int, committed: int) -> Checkpoint:
 
 
 def test_inspect_shows_batches_and_the_batch_to_rerun(
-    tmp_path: Path, wide: None, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, row_of: RowOf, capsys: pytest.CaptureFixture[str]
 ) -> None:
     checkpoint = make_checkpoint(str(tmp_path / "cp"), batches=3, committed=2)
     query_id = checkpoint.metadata()["id"]  # type: ignore[index]
@@ -353,7 +344,7 @@ def test_inspect_reports_who_holds_the_lock(
 
 
 def test_inspect_a_checkpoint_written_by_a_real_query(
-    tmp_path: Path, wide: None, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, row_of: RowOf, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import microbatch as mb
 

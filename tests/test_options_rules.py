@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 import microbatch as mb
 from microbatch._registry import ConnectorRegistry
-from microbatch.errors import OptionError, PluginLoadError
+from microbatch.errors import OptionError
 from microbatch.options import REDACTED, Option, OptionSpec, scrub
 
 
@@ -240,15 +241,10 @@ class UndocumentedSink(mb.Sink):
         raise AssertionError("never registered, never started")
 
 
-def test_registration_refuses_an_option_without_a_doc() -> None:
-    registry = ConnectorRegistry()
-    with pytest.raises(PluginLoadError) as caught:
-        registry.add_sink(UndocumentedSink)
-    message = str(caught.value)
+def test_registration_refuses_an_option_without_a_doc(refusal: Callable[[type], str]) -> None:
+    message = refusal(UndocumentedSink)  # and the sink is not registered
     assert "connector 'undocumented-test' (sink, UndocumentedSink)" in message
     assert "options without a doc: 'colour', 'size'" in message
-    with pytest.raises(mb.UnknownFormatError):
-        registry.find("sink", "undocumented-test")
 
 
 def test_a_plugin_with_an_undocumented_option_is_a_recorded_failure() -> None:

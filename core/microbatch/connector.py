@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import pyarrow as pa
 
 from ._identity import identity_of
+from .errors import UnsupportedOperationError
 from .options import Options, OptionSpec
 
 if TYPE_CHECKING:
@@ -172,6 +173,11 @@ class SourceCapabilities:
     """True when ``prepare_available_now`` pins a target that limited batches then reach."""
     user_schema: Literal["forbidden", "optional", "required"] = "forbidden"
     """Whether ``.schema(...)`` is refused (a fixed schema), optional or required."""
+    streaming_only: str = ""
+    """Set for a source that cannot be read in batch (``session.read``), to what the user
+    should do instead (``"use session.read_stream.format('socket')"``): making the source with
+    ``streaming=False`` then raises :class:`~microbatch.errors.UnsupportedOperationError`
+    ("The socket source only supports streaming reads: use ...")."""
 
 
 @dataclass(frozen=True)
@@ -279,7 +285,9 @@ class _Connector:
 class Source(_Connector, ABC):
     """A stream of data addressed by offsets: the connector object of a source.
 
-    Construction does no I/O. Implement :meth:`schema` and :meth:`stream_reader`.
+    Construction does no I/O. Implement :meth:`schema` and :meth:`stream_reader`. A source
+    that only streams declares ``SourceCapabilities(streaming_only=...)`` and is refused for
+    batch reads here.
     """
 
     capabilities: ClassVar[SourceCapabilities] = SourceCapabilities()
@@ -298,6 +306,11 @@ class Source(_Connector, ABC):
         self.session = session
         self.streaming = streaming
         """False for ``session.read`` (a batch read)."""
+        instead = type(self).capabilities.streaming_only
+        if instead and not streaming:
+            raise UnsupportedOperationError(
+                f"The {self.format_name} source only supports streaming reads: {instead}."
+            )
 
     @abstractmethod
     def schema(self) -> pa.Schema:
@@ -362,12 +375,7 @@ class StreamReader(ABC):
 
         The default returns this reader itself when it is also a :class:`SplitReader`.
         """
-        if isinstance(self, SplitReader):
-            return self
-        raise TypeError(
-            f"{type(self).__qualname__} must implement split_reader() (or also subclass "
-            "microbatch.SplitReader)"
-        )
+        return _itself_as(self, SplitReader, "split_reader")
 
     def commit(self, end: Offset) -> None:
         """Everything up to ``end`` is durably written to the sink; clean up behind it."""
@@ -424,12 +432,7 @@ class StreamWriter(ABC):
 
         The default returns this writer itself when it is also a :class:`PartWriter`.
         """
-        if isinstance(self, PartWriter):
-            return self
-        raise TypeError(
-            f"{type(self).__qualname__} must implement part_writer() (or also subclass "
-            "microbatch.PartWriter)"
-        )
+        return _itself_as(self, PartWriter, "part_writer")
 
     @abstractmethod
     def commit(self, messages: Sequence[CommitMessage | None], batch_id: int) -> None:
@@ -460,6 +463,17 @@ class PartWriter(ABC):
         Nothing written here may become visible to readers before ``StreamWriter.commit``.
         May run on worker threads, or in another process from a pickled copy.
         """
+
+
+def _itself_as(half: object, kind: type, method: str) -> Any:
+    """``half`` itself when it is also a ``kind``: the default ``split_reader()`` of a stream
+    reader that also reads its splits, and ``part_writer()`` of a writer that writes its parts."""
+    if isinstance(half, kind):
+        return half
+    raise TypeError(
+        f"{type(half).__qualname__} must implement {method}() (or also subclass "
+        f"microbatch.{kind.__name__})"
+    )
 
 
 class _TablePartWriter(PartWriter):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,23 +11,8 @@ import pytest
 from microbatch._cli import main
 
 
-@pytest.fixture
-def wide(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rich tables wide enough that no cell wraps in captured output."""
-    monkeypatch.setenv("COLUMNS", "220")
-
-
-def row_of(text: str, name: str) -> list[str]:
-    """The cells of the table row whose first cell is ``name``."""
-    for line in text.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("│").split("│")]
-        if cells and cells[0] == name:
-            return cells
-    raise AssertionError(f"no table row for {name!r} in:\n{text}")
-
-
 def test_demo_streams_files_into_a_parquet_table(
-    wide: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    row_of: Callable[[str, str], list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "demo"
     arguments = ["--seconds", "1", "--files-per-second", "8", "--rows-per-file", "200"]

@@ -1,5 +1,5 @@
-"""Checks that user callables can take the arguments the sinks will pass, and the
-capabilities of the sinks that call them."""
+"""Checks that user callables can take the arguments the sinks will pass, and what the sinks
+that call them declare alike: their one option and their capabilities."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 import microbatch as mb
 from microbatch.connector import Guarantee, OutputMode
 from microbatch.errors import ConfigurationError
+from microbatch.options import Option, OptionSpec
 
-__all__ = ["USER_CODE_CAPABILITIES", "check_arguments", "describe_callable"]
+__all__ = ["USER_CODE_CAPABILITIES", "check_arguments", "describe_callable", "user_code_option"]
 
 USER_CODE_CAPABILITIES = mb.SinkCapabilities(
     output_modes=frozenset(OutputMode),
@@ -19,6 +20,12 @@ USER_CODE_CAPABILITIES = mb.SinkCapabilities(
 )
 """``foreachBatch`` and ``foreach``: every output mode; the user's code may see a batch again
 after a failure (at-least-once); nothing of theirs lives in the checkpoint."""
+
+
+def user_code_option(name: str, doc: str) -> OptionSpec:
+    """The options of ``foreachBatch`` and ``foreach``: only ``name``, the user's code (a
+    Python object, required), which ``write_stream.foreach_batch(...)``/``foreach(...)`` set."""
+    return OptionSpec(Option(name=name, type="object", required=True, doc=doc))
 
 
 def describe_callable(function: Any) -> str:

@@ -11,9 +11,14 @@ import pyarrow as pa
 
 import microbatch as mb
 from microbatch.errors import ConfigurationError
-from microbatch.options import Option, Options, OptionSpec
+from microbatch.options import Options, OptionSpec
 
-from ._callables import USER_CODE_CAPABILITIES, check_arguments, describe_callable
+from ._callables import (
+    USER_CODE_CAPABILITIES,
+    check_arguments,
+    describe_callable,
+    user_code_option,
+)
 from ._messages import RowsProcessed
 
 __all__ = ["ForeachPartWriter", "ForeachSink", "ForeachWriter"]
@@ -51,14 +56,10 @@ class ForeachSink(mb.Sink):
 
     format_name: ClassVar[str] = "foreach"
     description: ClassVar[str] = "Calls a Python writer for every row (process/open/close)."
-    options: ClassVar[OptionSpec] = OptionSpec(
-        Option(
-            name="writer",
-            type="object",
-            required=True,
-            doc="A function f(row) or an object with process(row) and optional "
-            "open(partition_id, epoch_id) and close(error); write_stream.foreach(writer) sets it.",
-        ),
+    options: ClassVar[OptionSpec] = user_code_option(
+        "writer",
+        doc="A function f(row) or an object with process(row) and optional "
+        "open(partition_id, epoch_id) and close(error); write_stream.foreach(writer) sets it.",
     )
     capabilities: ClassVar[mb.SinkCapabilities] = USER_CODE_CAPABILITIES
 

@@ -10,9 +10,14 @@ import pyarrow as pa
 import microbatch as mb
 from microbatch.errors import ConfigurationError
 from microbatch.ledger import query_scope
-from microbatch.options import Option, Options, OptionSpec
+from microbatch.options import Options, OptionSpec
 
-from ._callables import USER_CODE_CAPABILITIES, check_arguments, describe_callable
+from ._callables import (
+    USER_CODE_CAPABILITIES,
+    check_arguments,
+    describe_callable,
+    user_code_option,
+)
 
 __all__ = ["ForeachBatchSink", "ForeachBatchWriter"]
 
@@ -32,14 +37,10 @@ class ForeachBatchSink(mb.Sink):
 
     format_name: ClassVar[str] = "foreachBatch"
     description: ClassVar[str] = "Calls a Python function(batch: pyarrow.Table, batch_id: int)."
-    options: ClassVar[OptionSpec] = OptionSpec(
-        Option(
-            name="function",
-            type="object",
-            required=True,
-            doc="The callable function(batch: pyarrow.Table, batch_id: int) run for each batch; "
-            "write_stream.foreach_batch(function) sets it.",
-        ),
+    options: ClassVar[OptionSpec] = user_code_option(
+        "function",
+        doc="The callable function(batch: pyarrow.Table, batch_id: int) run for each batch; "
+        "write_stream.foreach_batch(function) sets it.",
     )
     capabilities: ClassVar[mb.SinkCapabilities] = USER_CODE_CAPABILITIES
 

@@ -23,8 +23,8 @@ import pyarrow as pa
 
 import microbatch as mb
 from microbatch.connector import Offset
-from microbatch.errors import ConfigurationError, SchemaMismatchError, SourceError
-from microbatch.options import Option, Options, OptionSpec
+from microbatch.errors import SchemaMismatchError, SourceError
+from microbatch.options import Option, OptionSpec
 from microbatch.types import as_schema
 
 from .table import show_schema as _show
@@ -147,6 +147,16 @@ class MemoryStream:
             ) from None
 
 
+def _memory_stream_problem(stream: Any) -> str | None:
+    """The validator of option ``stream``."""
+    if isinstance(stream, MemoryStream):
+        return None
+    return (
+        f"must be a microbatch_memory.MemoryStream, got {type(stream).__name__}; "
+        "use MemoryStream(schema).to_frame(session)"
+    )
+
+
 class MemoryStreamSource(mb.Source):
     """Reads a :class:`MemoryStream`: one split per added batch. Replayable in-process."""
 
@@ -157,28 +167,17 @@ class MemoryStreamSource(mb.Source):
             name="stream",
             type="object",
             required=True,
+            validate=_memory_stream_problem,
             doc="The MemoryStream to read; MemoryStream.to_frame(session) sets it.",
         ),
     )
     capabilities: ClassVar[mb.SourceCapabilities] = mb.SourceCapabilities(replayable=True)
 
-    def __init__(
-        self,
-        options: Options,
-        *,
-        user_schema: pa.Schema | None = None,
-        session: Any = None,
-        streaming: bool = True,
-    ) -> None:
-        super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
-        stream = self.opts.stream
-        if not isinstance(stream, MemoryStream):
-            raise ConfigurationError(
-                f"Option 'stream' of the memory source must be a "
-                f"microbatch_memory.MemoryStream, got {type(stream).__name__}; "
-                "use MemoryStream(schema).to_frame(session)"
-            )
-        self.stream: MemoryStream = stream
+    @property
+    def stream(self) -> MemoryStream:
+        """The ``stream`` option: the :class:`MemoryStream` read."""
+        stream: MemoryStream = self.opts.stream
+        return stream
 
     def schema(self) -> pa.Schema:
         return self.stream.schema

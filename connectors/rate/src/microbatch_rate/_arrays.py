@@ -1,4 +1,5 @@
-"""Vectorised building blocks shared by the rate sources: the schema and strided value ranges."""
+"""Building blocks shared by the rate sources: the schema, the ``numPartitions`` option (and a
+base class that declares both) and vectorised strided value ranges."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from microbatch import Option, Split
+from microbatch import Option, Source, Split
 from microbatch.errors import SourceError
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "NUM_PARTITIONS",
     "SCHEMA",
     "TIMESTAMP",
+    "RateSourceBase",
     "StridedSplit",
     "foreign_split",
     "int_field",
@@ -45,6 +47,19 @@ NUM_PARTITIONS = Option(
 def resolve_partitions(value: int | None) -> int:
     """The ``numPartitions`` option, or the number of CPUs when it is not set."""
     return value if value is not None else max(1, os.cpu_count() or 1)
+
+
+class RateSourceBase(Source):
+    """What both rate sources share: the schema ``(timestamp, value)`` and ``numPartitions``
+    (declared by each source's ``options`` with :data:`NUM_PARTITIONS`)."""
+
+    def schema(self) -> pa.Schema:
+        return SCHEMA
+
+    @property
+    def num_partitions(self) -> int:
+        """The ``numPartitions`` option, or the number of CPUs when it is not set."""
+        return resolve_partitions(self.opts.num_partitions)
 
 
 @functools.cache

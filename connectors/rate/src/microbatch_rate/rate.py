@@ -7,27 +7,23 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import microbatch as mb
-from microbatch.errors import (
-    CorruptCheckpointError,
-    SourceError,
-    UnsupportedOperationError,
-)
+from microbatch.errors import CorruptCheckpointError, SourceError
 
 from ._arrays import (
     INT64_MAX,
     NUM_PARTITIONS,
     SCHEMA,
     TIMESTAMP,
+    RateSourceBase,
     StridedSplit,
     foreign_split,
     int_field,
-    resolve_partitions,
 )
 
 __all__ = ["RateSource", "RateSplit", "RateSplitReader", "RateStreamReader", "value_at_second"]
@@ -58,7 +54,7 @@ def _whole_seconds_problem(duration: timedelta) -> str | None:
     return "must be a whole number of seconds, such as '5 seconds'"
 
 
-class RateSource(mb.Source):
+class RateSource(RateSourceBase):
     """Rows ``(timestamp, value)`` at ``rowsPerSecond``, as Spark's ``rate`` source.
 
     The offset is the number of whole seconds since the source first started; that start
@@ -91,30 +87,24 @@ class RateSource(mb.Source):
         ),
         NUM_PARTITIONS,
     )
-    capabilities = mb.SourceCapabilities(replayable=True, available_now=False)
+    capabilities = mb.SourceCapabilities(
+        replayable=True,
+        available_now=False,
+        streaming_only="use session.read_stream, or the 'rate-micro-batch' source for a "
+        "bounded read",
+    )
     clock: ClassVar[Callable[[], float]] = time.time
     """Seconds since the epoch; tests replace it to control time."""
 
-    def __init__(
-        self,
-        options: mb.Options,
-        *,
-        user_schema: pa.Schema | None = None,
-        session: Any = None,
-        streaming: bool = True,
-    ) -> None:
-        super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
-        if not streaming:
-            raise UnsupportedOperationError(
-                "The rate source only supports streaming reads (session.read_stream); "
-                "for a bounded read use the 'rate-micro-batch' source."
-            )
-        self.rows_per_second: int = self.opts.rows_per_second
-        self.ramp_up_seconds = _whole_seconds(self.opts.ramp_up_time)
-        self.num_partitions = resolve_partitions(self.opts.num_partitions)
+    @property
+    def rows_per_second(self) -> int:
+        """The ``rowsPerSecond`` option."""
+        return int(self.opts.rows_per_second)
 
-    def schema(self) -> pa.Schema:
-        return SCHEMA
+    @property
+    def ramp_up_seconds(self) -> int:
+        """The ``rampUpTime`` option in whole seconds."""
+        return _whole_seconds(self.opts.ramp_up_time)
 
     def describe(self) -> str:
         return (

@@ -16,10 +16,10 @@ from ._arrays import (
     NUM_PARTITIONS,
     SCHEMA,
     TIMESTAMP,
+    RateSourceBase,
     StridedSplit,
     foreign_split,
     int_field,
-    resolve_partitions,
 )
 
 __all__ = [
@@ -32,7 +32,7 @@ __all__ = [
 _OFFSET_SHAPE = '{"offset": <rows so far>, "timestamp": <epoch milliseconds>}'
 
 
-class RateMicroBatchSource(mb.Source):
+class RateMicroBatchSource(RateSourceBase):
     """Exactly ``rowsPerBatch`` rows per batch, as Spark's ``rate-micro-batch`` source.
 
     Batch ``k`` holds the values ``[k * rowsPerBatch, (k + 1) * rowsPerBatch)``, all stamped
@@ -68,14 +68,6 @@ class RateMicroBatchSource(mb.Source):
         ),
     )
     capabilities = mb.SourceCapabilities(replayable=True, available_now=True)
-
-    @property
-    def num_partitions(self) -> int:
-        """The ``numPartitions`` option, or the number of CPUs when it is not set."""
-        return resolve_partitions(self.opts.num_partitions)
-
-    def schema(self) -> pa.Schema:
-        return SCHEMA
 
     def describe(self) -> str:
         opts = self.opts

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 import microbatch as mb
-from microbatch.errors import SourceError, UnsupportedOperationError
+from microbatch.errors import SourceError
 
 __all__ = ["SocketSource", "SocketSplit", "SocketSplitReader", "SocketStreamReader"]
 
@@ -89,42 +89,25 @@ class SocketSource(mb.Source):
             doc="Accepted for compatibility with Spark and ignored: every batch is one split.",
         ),
     )
-    capabilities = mb.SourceCapabilities(replayable=False)
+    capabilities = mb.SourceCapabilities(
+        replayable=False, streaming_only="use session.read_stream.format('socket')"
+    )
     connect_timeout: ClassVar[float] = 10.0
     """Seconds to wait for the server to accept the connection."""
 
-    def __init__(
-        self,
-        options: mb.Options,
-        *,
-        user_schema: pa.Schema | None = None,
-        session: Any = None,
-        streaming: bool = True,
-    ) -> None:
-        super().__init__(options, user_schema=user_schema, session=session, streaming=streaming)
-        if not streaming:
-            raise UnsupportedOperationError(
-                "The socket source only supports streaming reads: use "
-                "session.read_stream.format('socket')."
-            )
-        self.host: str = self.opts.host
-        self.port: int = self.opts.port
-        self.include_timestamp: bool = self.opts.include_timestamp
-        self.address = _address(self.host, self.port)
-
     def schema(self) -> pa.Schema:
-        return _schema(self.include_timestamp)
+        return _schema(self.opts.include_timestamp)
 
     def describe(self) -> str:
-        return f"SocketSource[host={self.host}, port={self.port}]"
+        return f"SocketSource[host={self.opts.host}, port={self.opts.port}]"
 
     def stream_reader(self, context: mb.ReadContext) -> SocketStreamReader:
         """Connect to the server (a :class:`~microbatch.SourceError` naming ``host:port`` when
         that fails) and start receiving."""
         return SocketStreamReader(
-            host=self.host,
-            port=self.port,
-            include_timestamp=self.include_timestamp,
+            host=self.opts.host,
+            port=self.opts.port,
+            include_timestamp=self.opts.include_timestamp,
             wake=context.wake,
             connect_timeout=type(self).connect_timeout,
         )

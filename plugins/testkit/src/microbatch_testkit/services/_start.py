@@ -52,9 +52,7 @@ def start_kafka(
     def external(env: dict[str, str]) -> tuple[KafkaService, str]:
         from ._external import ExternalKafka
 
-        service = ExternalKafka(env[ENV_KAFKA_BOOTSTRAP].strip())
-        service.check()
-        return service, ""
+        return _checked(ExternalKafka(env[ENV_KAFKA_BOOTSTRAP].strip())), ""
 
     def docker(env: dict[str, str]) -> tuple[KafkaService, str]:
         from ._docker import DockerKafka
@@ -83,9 +81,7 @@ def start_postgres(
     def external(env: dict[str, str]) -> tuple[PostgresService, str]:
         from ._external import ExternalPostgres
 
-        service = ExternalPostgres(env[ENV_POSTGRES_URL].strip())
-        service.check()
-        return service, ""
+        return _checked(ExternalPostgres(env[ENV_POSTGRES_URL].strip())), ""
 
     def docker(env: dict[str, str]) -> tuple[PostgresService, str]:
         from ._docker import DockerPostgres
@@ -145,6 +141,19 @@ class _Startable(Protocol):
 
 
 _T = TypeVar("_T", bound=_Startable)
+
+
+class _Checkable(Protocol):
+    def check(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=_Checkable)
+
+
+def _checked(service: _C) -> _C:
+    """``service`` (one run by someone else) once :meth:`check` found it answering."""
+    service.check()
+    return service
 
 
 def _started(service: _T) -> _T:

@@ -14,7 +14,8 @@ capabilities call for::
 kills a pipeline at a chosen step to prove recovery; :func:`read_elsewhere` and
 :func:`write_batch_elsewhere` read a range's splits and write a batch's parts in other processes
 from pickled objects, for a connector's own checks of exact rows. Installing the kit also
-provides the pytest fixtures ``memory_state`` and ``state_store``.
+provides the pytest fixtures ``memory_state``, ``state_store``, ``wide`` and ``row_of`` (see
+:mod:`microbatch_testkit.pytest_plugin`).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -23,8 +24,6 @@ class Cleaner:
         self.location = location
         self.mode = mode
         self.archive = archive
-        self.done = 0
-        self.failed = 0
 
     def target(self, path: str) -> str:
         """Where ``path`` is archived."""
@@ -39,7 +38,6 @@ class Cleaner:
                 else:
                     self._archive(entry.path)
             except OSError as error:
-                self.failed += 1
                 log.warning(
                     "cleanSource=%s: could not clean up %s (%s); the file stays in place",
                     self.mode.lower(),
@@ -48,14 +46,11 @@ class Cleaner:
                 )
 
     def _delete(self, path: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):  # already cleaned by an earlier attempt
             if self.location.local:
                 os.remove(path)
             else:
                 self.location.fs.rm(path)
-        except FileNotFoundError:
-            return  # already cleaned by an earlier attempt
-        self.done += 1
 
     def _archive(self, path: str) -> None:
         fs = self.location.fs
@@ -79,4 +74,3 @@ class Cleaner:
             if parent:
                 fs.makedirs(parent, exist_ok=True)
             fs.mv(path, target)
-        self.done += 1

@@ -25,12 +25,12 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from ._listing import FileEntry, Listing
 from ._watch import FolderWatcher, WriteState
+from .manifest import METADATA_DIR, Manifest
 
-__all__ = ["MANIFEST_FOLDER", "Changes", "Discovery"]
+__all__ = ["Changes", "Discovery"]
 
 log = logging.getLogger("microbatch.file")
 
@@ -40,7 +40,6 @@ RECENT = 0.05
 """Folder times are coarse (a few milliseconds): a folder changed this recently may have
 changed again unseen."""
 CATCH_UP_NAMES = 10_000
-MANIFEST_FOLDER = "_microbatch_metadata"
 
 Changes = tuple[list[FileEntry], list[str]]
 """Entries that appeared or changed, and paths that disappeared."""
@@ -53,7 +52,7 @@ class Discovery:
         self,
         listing: Listing,
         *,
-        manifest: Any = None,
+        manifest: Manifest | None = None,
         watch: bool = False,
         wake: Callable[[], None] | None = None,
     ) -> None:
@@ -109,7 +108,7 @@ class Discovery:
         if relist or time.monotonic() - self._last_full > RELIST_INTERVAL:
             return self._full()
         if self.manifest is not None:
-            marker = f"/{MANIFEST_FOLDER}/"
+            marker = f"/{METADATA_DIR}/"
             moved = self._manifest_moved()  # also when its notification is not in yet
             if moved or any(marker in path for path in paths):
                 return self._full()
@@ -214,7 +213,7 @@ class Discovery:
         """Whether the sink's manifest folder changed since the last look (or too recently
         to tell); one ``stat`` call."""
         try:
-            stamp = os.stat(f"{self.location.root.rstrip('/')}/{MANIFEST_FOLDER}").st_mtime_ns
+            stamp = os.stat(f"{self.location.root.rstrip('/')}/{METADATA_DIR}").st_mtime_ns
         except OSError:
             stamp = -1
         changed, self._manifest_stamp = stamp != self._manifest_stamp, stamp
@@ -232,7 +231,8 @@ class Discovery:
                 self._root_names = set()
         self._last_full = time.monotonic()
         self.full_listings += 1
-        fresh = self._manifest_files() if self.manifest is not None else self.listing.list_all()
+        manifest = self.manifest
+        fresh = self.listing.list_all() if manifest is None else self._manifest_files(manifest)
         old = self.files
         changed = [entry for path, entry in fresh.items() if old.get(path) != entry]
         removed = [path for path in old if path not in fresh]
@@ -256,11 +256,11 @@ class Discovery:
                 changed.append(entry)
         return changed, removed
 
-    def _manifest_files(self) -> dict[str, FileEntry]:
+    def _manifest_files(self, manifest: Manifest) -> dict[str, FileEntry]:
         layout = self.listing.layout
         strip = self.location.fs._strip_protocol
         fresh: dict[str, FileEntry] = {}
-        for listed in self.manifest.files():
+        for listed in manifest.files():
             path = str(strip(listed))
             known = self.files.get(path)
             if known is not None:

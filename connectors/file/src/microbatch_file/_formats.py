@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, reduce
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -153,10 +153,7 @@ def _json_type(value: Any) -> pa.DataType:
     if isinstance(value, str):
         return pa.string()
     if isinstance(value, list):
-        item: pa.DataType = pa.null()
-        for element in value:
-            item = merge_types(item, _json_type(element))
-        return pa.list_(item)
+        return pa.list_(reduce(merge_types, map(_json_type, value), pa.null()))
     if isinstance(value, dict):
         return pa.struct([pa.field(str(k), _json_type(v)) for k, v in value.items()])
     return pa.string()
@@ -199,13 +196,10 @@ def _spark_json_type(dtype: pa.DataType) -> pa.DataType:
 
 
 def _merged_schema(types: list[pa.DataType]) -> pa.Schema | None:
-    merged: pa.DataType = pa.null()
-    for dtype in types:
-        merged = merge_types(merged, dtype)
+    merged = reduce(merge_types, types, pa.null())
     if not isinstance(merged, pa.StructType):
         return None
-    spark = _spark_json_type(merged)
-    return pa.schema(list(spark))
+    return pa.schema(list(_spark_json_type(merged)))
 
 
 @dataclass(frozen=True)
@@ -243,7 +237,7 @@ class JsonFormat(FileFormat):
                         continue  # nested too deeply to infer; read as malformed
                     if _depth(dtype) <= _MAX_DEPTH:
                         types.append(dtype)
-        return _merged_schema(types) if types else None
+        return _merged_schema(types)
 
     def _documents(self, data: bytes) -> Iterator[Any]:
         if self.multi_line:
@@ -385,9 +379,7 @@ class CsvFormat(FileFormat):
             return None
         if not self.infer_types or not types:
             return pa.schema([pa.field(name, pa.string()) for name in names])
-        merged: pa.DataType = pa.null()
-        for dtype in types:
-            merged = merge_types(merged, dtype)
+        merged = reduce(merge_types, types, pa.null())
         return pa.schema(
             [f.with_type(pa.string() if pa.types.is_null(f.type) else f.type) for f in merged]
         )
@@ -474,28 +466,20 @@ def _without_metadata(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_nullable(True).remove_metadata() for f in schema])
 
 
+_Chunks = Callable[[list[str]], Iterator[pa.RecordBatch]]
+
+
 @dataclass(frozen=True)
 class _ColumnarFormat(FileFormat):
     """A binary format that stores its schema and is read in chunks of columns (Parquet,
-    ORC): subclasses say how to open a file and how to take its chunks."""
+    ORC): subclasses say how to open a file."""
 
     merge_schema: bool = False
 
     @abstractmethod
-    def _open(self, handle: Any) -> Any:
-        """The format's reader of the open file ``handle``."""
-
-    @abstractmethod
-    def _file_schema(self, reader: Any) -> pa.Schema:
-        """The schema that ``reader``'s file stores."""
-
-    @abstractmethod
-    def _chunks(self, reader: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        """The file's rows, one chunk at a time, of ``columns`` only."""
-
-    def _schema_of(self, fs: Any, entry: FileEntry) -> pa.Schema:
-        with fs.open(entry.path, "rb") as handle:
-            return self._file_schema(self._open(handle))
+    def _open(self, handle: Any) -> tuple[pa.Schema, _Chunks]:
+        """The schema stored in the open file ``handle``, and a function giving the file's
+        rows, one chunk at a time, of the named columns only."""
 
     def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
         """The schema of the first file by path, or of all files merged with ``mergeSchema``."""
@@ -506,7 +490,8 @@ class _ColumnarFormat(FileFormat):
         schemas = []
         for entry in chosen:
             try:
-                schemas.append(_without_metadata(self._schema_of(fs, entry)))
+                with fs.open(entry.path, "rb") as handle:
+                    schemas.append(_without_metadata(self._open(handle)[0]))
             except (pa.ArrowInvalid, OSError) as error:
                 raise SourceError(
                     f"Cannot read the schema of {show(entry.path)} as {self.label}: {error}"
@@ -523,14 +508,12 @@ class _ColumnarFormat(FileFormat):
     ) -> Iterator[pa.Table]:
         with fs.open(entry.path, "rb") as handle:
             try:
-                reader = self._open(handle)
+                stored, chunks = self._open(handle)
             except (pa.ArrowInvalid, OSError) as error:
                 raise SourceError(
                     f"File {where} is not a readable {self.label} file: {error}"
                 ) from None
-            stored = self._file_schema(reader).names
-            present = [name for name in schema.names if name in stored]
-            for chunk in self._chunks(reader, present):
+            for chunk in chunks([name for name in schema.names if name in stored.names]):
                 yield conform(chunk, schema, where)
 
 
@@ -540,16 +523,13 @@ class ParquetFormat(_ColumnarFormat):
 
     label: ClassVar[str] = "Parquet"
 
-    def _open(self, handle: Any) -> Any:
+    def _open(self, handle: Any) -> tuple[pa.Schema, _Chunks]:
         import pyarrow.parquet as pq
 
-        return pq.ParquetFile(handle)
-
-    def _file_schema(self, reader: Any) -> pa.Schema:
-        return reader.schema_arrow
-
-    def _chunks(self, reader: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        return reader.iter_batches(batch_size=65536, columns=columns)
+        file = pq.ParquetFile(handle)
+        return file.schema_arrow, lambda columns: file.iter_batches(
+            batch_size=65536, columns=columns
+        )
 
 
 @dataclass(frozen=True)
@@ -558,13 +538,10 @@ class OrcFormat(_ColumnarFormat):
 
     label: ClassVar[str] = "ORC"
 
-    def _open(self, handle: Any) -> Any:
+    def _open(self, handle: Any) -> tuple[pa.Schema, _Chunks]:
         import pyarrow.orc as paorc
 
-        return paorc.ORCFile(handle)
-
-    def _file_schema(self, reader: Any) -> pa.Schema:
-        return reader.schema
-
-    def _chunks(self, reader: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
-        return (reader.read_stripe(stripe, columns=columns) for stripe in range(reader.nstripes))
+        file = paorc.ORCFile(handle)
+        return file.schema, lambda columns: (
+            file.read_stripe(stripe, columns=columns) for stripe in range(file.nstripes)
+        )

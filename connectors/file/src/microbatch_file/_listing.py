@@ -73,11 +73,10 @@ class Layout:
     def hidden(self, name: str) -> bool:
         return name.startswith((".", "_"))
 
-    def in_progress(self, name: str) -> bool:
-        return bool(self.in_progress_suffixes) and name.endswith(self.in_progress_suffixes)
-
-    def top_level_file(self, name: str) -> bool:
-        """``classify((name,)) == ()`` for a folder source, quickly (most files are these)."""
+    def wanted_name(self, name: str) -> bool:
+        """Whether a file of this name may be a source file: not hidden, not in progress, and
+        matching ``pathGlobFilter``; for a folder source ``classify((name,)) == ()``, quickly
+        (most files are these)."""
         return not (
             name.startswith((".", "_"))
             or (self.in_progress_suffixes and name.endswith(self.in_progress_suffixes))
@@ -98,9 +97,7 @@ class Layout:
         """The partition of the file ``parts`` (below the root), or None when not a source file."""
         pattern = self.location.pattern
         name = parts[-1]
-        if len(parts) < len(pattern) or self.hidden(name) or self.in_progress(name):
-            return None
-        if self.name_filter is not None and not fnmatch.fnmatchcase(name, self.name_filter):
+        if len(parts) < len(pattern) or not self.wanted_name(name):
             return None
         for index, expected in enumerate(pattern):
             if self.hidden(parts[index]) or not fnmatch.fnmatchcase(parts[index], expected):
@@ -186,7 +183,7 @@ class Listing:
                         continue
                     partition: Partition = ()
                     if plain and not parts:
-                        if not layout.top_level_file(item.name):
+                        if not layout.wanted_name(item.name):
                             continue
                     else:
                         found = layout.classify((*parts, item.name))

@@ -1,4 +1,5 @@
-"""The options of the file sources, and the checks that need several of them at once.
+"""The options of the file sources, and the checks that need several of them at once
+(:func:`flag` declares the boolean options of the sinks too).
 
 Every check runs when the source is configured (``load()``), not on the query's thread: Spark
 reports these errors only once the query runs.
@@ -23,6 +24,7 @@ __all__ = [
     "PARQUET_OPTIONS",
     "TEXT_OPTIONS",
     "FileSourceOptionSpec",
+    "flag",
 ]
 
 DEFAULT_IN_PROGRESS_SUFFIXES = (".tmp", ".part", ".crdownload", ".inprogress", "._COPYING_")
@@ -125,6 +127,11 @@ _CSV_RULES = (
 
 
 # -- declarations ----------------------------------------------------------------------------
+def flag(name: str, doc: str, **more: Any) -> Option:
+    """A boolean option that is off unless set."""
+    return Option(name=name, type="bool", default=False, doc=doc, **more)
+
+
 _COMMON = (
     Option(
         name="path",
@@ -146,12 +153,9 @@ _COMMON = (
         doc="Most bytes of new files taken per batch; a larger file still goes alone in one "
         "batch. Not with maxFilesPerTrigger.",
     ),
-    Option(
-        name="latestFirst",
-        type="bool",
-        default=False,
-        doc="Take the newest files first (then maxFileAge does not apply when a max... limit "
-        "is set).",
+    flag(
+        "latestFirst",
+        "Take the newest files first (then maxFileAge does not apply when a max... limit is set).",
     ),
     Option(
         name="maxFileAge",
@@ -160,11 +164,9 @@ _COMMON = (
         doc="Files older than the newest file taken minus this age are not read; they are "
         "logged at WARNING and counted (metric numFilesSkippedForAge).",
     ),
-    Option(
-        name="fileNameOnly",
-        type="bool",
-        default=False,
-        doc="Identify files by name only: a file whose name was taken before, in any folder, "
+    flag(
+        "fileNameOnly",
+        "Identify files by name only: a file whose name was taken before, in any folder, "
         "is not read.",
     ),
     Option(
@@ -195,19 +197,12 @@ _COMMON = (
         doc="Folder receiving archived files (cleanSource=archive), outside the source path; "
         "a file /a/b/f.json moves to <sourceArchiveDir>/a/b/f.json.",
     ),
-    Option(
-        name="ignoreMissingFiles",
-        type="bool",
-        default=False,
-        doc="Skip (with a warning) a file that was removed between listing and reading, "
+    flag(
+        "ignoreMissingFiles",
+        "Skip (with a warning) a file that was removed between listing and reading, "
         "instead of failing the batch.",
     ),
-    Option(
-        name="recursiveFileLookup",
-        type="bool",
-        default=False,
-        doc="Read files in every subfolder (no partition columns).",
-    ),
+    flag("recursiveFileLookup", "Read files in every subfolder (no partition columns)."),
     Option(
         name="pathGlobFilter",
         doc="Only read files whose name matches this glob pattern (e.g. '*.json').",
@@ -268,11 +263,9 @@ _ENCODING = Option(
 JSON_OPTIONS = FileSourceOptionSpec(
     *_COMMON,
     *_MODES,
-    Option(
-        name="multiLine",
-        type="bool",
-        default=False,
-        doc="Each file is one JSON document (an object or an array of objects) that may span "
+    flag(
+        "multiLine",
+        "Each file is one JSON document (an object or an array of objects) that may span "
         "lines, instead of one object per line.",
     ),
     _ENCODING,
@@ -282,11 +275,9 @@ JSON_OPTIONS = FileSourceOptionSpec(
 CSV_OPTIONS = FileSourceOptionSpec(
     *_COMMON,
     *_MODES,
-    Option(
-        name="header",
-        type="bool",
-        default=False,
-        doc="The first line of each file holds column names: it is skipped (columns are "
+    flag(
+        "header",
+        "The first line of each file holds column names: it is skipped (columns are "
         "matched by position) and names the columns when the schema is inferred.",
     ),
     Option(name="sep", default=",", validate=_one_char, doc="Field separator (one character)."),
@@ -309,19 +300,14 @@ CSV_OPTIONS = FileSourceOptionSpec(
         validate=_one_char_or_empty,
         doc="Lines starting with this character are skipped.",
     ),
-    Option(
-        name="inferSchema",
-        type="bool",
-        default=False,
-        doc="With schema inference: infer column types from the data (else every column is "
-        "STRING).",
+    flag(
+        "inferSchema",
+        "With schema inference: infer column types from the data (else every column is STRING).",
     ),
-    Option(
-        name="multiLine",
-        type="bool",
-        default=False,
+    flag(
+        "multiLine",
+        "Not supported for CSV (records must be on one line); must stay false.",
         validate=lambda on: _NO_CSV_MULTILINE if on else None,
-        doc="Not supported for CSV (records must be on one line); must stay false.",
     ),
     _ENCODING,
     rules=_RULES + _CSV_RULES,
@@ -329,21 +315,14 @@ CSV_OPTIONS = FileSourceOptionSpec(
 
 TEXT_OPTIONS = FileSourceOptionSpec(
     *_COMMON,
-    Option(
-        name="wholetext",
-        type="bool",
-        default=False,
-        doc="One row per file holding its whole text, instead of one row per line.",
-    ),
+    flag("wholetext", "One row per file holding its whole text, instead of one row per line."),
     _ENCODING,
     rules=_RULES,
 )
 
-_MERGE = Option(
-    name="mergeSchema",
-    type="bool",
-    default=False,
-    doc="With schema inference: merge the schemas of all files instead of taking the first file's.",
+_MERGE = flag(
+    "mergeSchema",
+    "With schema inference: merge the schemas of all files instead of taking the first file's.",
 )
 
 PARQUET_OPTIONS = FileSourceOptionSpec(*_COMMON, _MERGE, rules=_RULES)

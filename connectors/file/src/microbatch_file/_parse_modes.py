@@ -54,6 +54,11 @@ class DropCounter:
         self._lock = threading.Lock()
         self._count = 0
 
+    def __reduce__(self) -> tuple[type[DropCounter], tuple[()]]:
+        """A pickled counter starts again at 0 in the process that unpickles it (a lock cannot
+        be pickled; that process counts and logs its own drops)."""
+        return DropCounter, ()
+
     @property
     def count(self) -> int:
         """Lines dropped so far."""

@@ -10,17 +10,14 @@ import pyarrow as pa
 from microbatch.errors import ConfigurationError, SourceError
 
 from ._listing import FileEntry
+from .sink_partitions import DEFAULT_PARTITION
 
 __all__ = [
-    "DEFAULT_PARTITION",
     "check_layout",
     "discover_keys",
     "infer_partition_type",
     "partition_scalar",
 ]
-
-DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-"""The folder value that stands for null (as written by Spark and Hive)."""
 
 _INT32 = (-(2**31), 2**31 - 1)
 

@@ -40,12 +40,6 @@ class Backlog:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, path: str) -> bool:
-        return path in self._entries
-
-    def get(self, path: str) -> FileEntry | None:
-        return self._entries.get(path)
-
     def entries(self) -> Iterable[FileEntry]:
         return self._entries.values()
 
@@ -62,13 +56,12 @@ class Backlog:
             if self._entries.get(entry.path) != entry:
                 self._entries[entry.path] = entry
                 fresh.append((self._key(entry), entry.path))
-        if len(fresh) > max(64, len(self._order) // 8):
+        many = len(fresh) > max(64, len(self._order) // 8)
+        if many or len(self._order) + len(fresh) > 2 * len(self._entries) + 64:
             self._order = sorted((self._key(e), path) for path, e in self._entries.items())
         else:
             for item in fresh:
                 bisect.insort(self._order, item)
-        if len(self._order) > 2 * len(self._entries) + 64:
-            self._order = sorted((self._key(e), path) for path, e in self._entries.items())
 
     def discard(self, path: str) -> None:
         self._entries.pop(path, None)

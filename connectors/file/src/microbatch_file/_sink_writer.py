@@ -1,19 +1,16 @@
-"""The two halves of a file sink's run: :class:`FilePartWriter` and :class:`FileStreamWriter`.
+"""The two halves of a file sink's run (see :mod:`.sinks`): :class:`FilePartWriter` and
+:class:`FileStreamWriter`.
 
-``FilePartWriter.write`` streams one part of a batch into part files named with the batch id
-and part index (``part-00007-00001-<uuid>.c000.snappy.parquet``), under Hive-style
-``key=value/`` folders when the query is partitioned, and returns them in a
-:class:`FileCommitMessage`. It pickles (it holds the filesystem, the folder, the format and
-the limits) and opens its own files, so a part may be written in another process.
-``FileStreamWriter.commit`` then records the batch's files in the manifest: a file becomes
-part of the output only when that entry exists.
+``FilePartWriter`` returns the files of a part in a :class:`FileCommitMessage`. It pickles (it
+holds the filesystem, the folder, the format and the limits) and opens its own files, so a
+part may be written in another process.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import fsspec
@@ -58,13 +55,11 @@ def check_owner(owner_label: str, batch_id: int, entry: dict[str, Any], mine: st
         )
 
 
-@dataclass
-class FilePartWriter(mb.PartWriter):
-    """Writes the parts of a batch into the output folder ``root`` on ``fs``.
-
-    A replayed batch that the manifest already holds writes nothing (and reads nothing). The
-    answer is kept per batch id for the parts this object writes; a pickled copy asks again.
-    """
+@dataclass(kw_only=True, eq=False, repr=False)
+class _Output:
+    """What both halves of a run know: the output folder ``root`` on ``fs``, the format and
+    limits of its files, the partition columns, whether files are flushed to the disk
+    (``fsync``), and ``owner``, naming the sink in errors and logs."""
 
     fs: fsspec.AbstractFileSystem
     root: str
@@ -73,7 +68,16 @@ class FilePartWriter(mb.PartWriter):
     partition_by: tuple[str, ...]
     fsync: bool
     owner: str
-    """Names the sink in errors and logs."""
+
+
+@dataclass
+class FilePartWriter(_Output, mb.PartWriter):
+    """Writes the parts of a batch into the output folder.
+
+    A replayed batch that the manifest already holds writes nothing (and reads nothing). The
+    answer is kept per batch id for the parts this object writes; a pickled copy asks again.
+    """
+
     _committed: dict[int, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     _folder: OutputFolder | None = field(default=None, init=False, repr=False, compare=False)
@@ -129,29 +133,19 @@ def _written(messages: Sequence[mb.CommitMessage | None]) -> list[dict[str, Any]
 
 
 @dataclass(eq=False, kw_only=True, repr=False)
-class FileStreamWriter(mb.StreamWriter):
+class FileStreamWriter(_Output, mb.StreamWriter):
     """Commits the batches of one run into the manifest of the output folder.
 
     Opening it deletes temporary files of manifest writes a crash cut short, and checks that
     the manifest is whole and agrees with the checkpoint's commit log.
     """
 
-    fs: fsspec.AbstractFileSystem
-    root: str
-    file_format: FileFormat
-    limits: WriterLimits
     context: mb.WriteContext
-    owner: str
-    partition_by: tuple[str, ...] = field(init=False)
-    fsync: bool = field(init=False)
     manifest: Manifest = field(init=False)
     folder: OutputFolder = field(init=False)
     _swept: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
-        context = self.context
-        self.partition_by = tuple(context.partition_by)
-        self.fsync = bool(context.state is not None and context.state.fsync)
         self.manifest = Manifest(self.fs, self.root, fsync=self.fsync)
         swept = self.manifest.sweep_temporary()
         if swept:
@@ -161,19 +155,11 @@ class FileStreamWriter(mb.StreamWriter):
                 swept,
             )
         # the log must be whole and agree with the checkpoint's commit log (None: new query)
-        self.manifest.verify(context.last_committed_batch_id)
+        self.manifest.verify(self.context.last_committed_batch_id)
         self.folder = OutputFolder(self.fs, self.root, fsync=self.fsync)
 
     def part_writer(self) -> FilePartWriter:
-        return FilePartWriter(
-            fs=self.fs,
-            root=self.root,
-            file_format=self.file_format,
-            limits=self.limits,
-            partition_by=self.partition_by,
-            fsync=self.fsync,
-            owner=self.owner,
-        )
+        return FilePartWriter(**{f.name: getattr(self, f.name) for f in fields(_Output)})
 
     def commit(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
         written = _written(messages)

@@ -8,7 +8,6 @@ files there.
 
 from __future__ import annotations
 
-import copyreg
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,22 +20,13 @@ from microbatch.errors import SourceError
 from ._formats import FileFormat
 from ._listing import FileEntry
 from ._location import SourceLocation
-from ._parse_modes import CORRUPT, DropCounter
+from ._parse_modes import CORRUPT
 from ._partitions import partition_scalar
 from ._retriable import transient_as_retriable
 
 __all__ = ["FileSplit", "FileSplitReader", "corrupt_column"]
 
 log = logging.getLogger("microbatch.file")
-
-
-def _fresh_counter(counter: DropCounter) -> tuple[type[DropCounter], tuple[()]]:
-    """A pickled drop counter starts again at 0 in the process that unpickles it (the lock of
-    a counter cannot be pickled; that process counts and logs its own drops)."""
-    return DropCounter, ()
-
-
-copyreg.pickle(DropCounter, _fresh_counter)
 
 
 @dataclass(frozen=True)

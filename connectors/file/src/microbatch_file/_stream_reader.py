@@ -1,10 +1,8 @@
 """The query-side half of a file source: listing, the files of each batch, limits, clean-up.
 
-Each batch takes new files of the folder (or glob), oldest first, within ``maxFilesPerTrigger``
-or ``maxBytesPerTrigger``. The files of batch ``K`` are recorded in the source's log in the
-checkpoint before the batch runs (offset ``{"logOffset": K}``), so a replay reads exactly the
-same files and no file is ever read twice. On a local folder a watcher wakes the query as soon
-as a file lands. The splits are read by a :class:`~._split_reader.FileSplitReader`.
+The files of batch ``K`` are recorded in the source's log in the checkpoint before the batch
+runs (offset ``{"logOffset": K}``); on a local folder a watcher wakes the query as soon as a
+file lands.
 """
 
 from __future__ import annotations
@@ -14,9 +12,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
-
-import pyarrow as pa
+from contextlib import AbstractContextManager
+from typing import Any
 
 import microbatch as mb
 from microbatch.errors import ConfigurationError, CorruptCheckpointError, SourceError
@@ -24,7 +21,7 @@ from microbatch.options import Options
 
 from ._changes import ChangeReport
 from ._cleanup import Cleaner
-from ._discovery import MANIFEST_FOLDER, Discovery
+from ._discovery import Discovery
 from ._formats import FileFormat
 from ._listing import FileEntry, Layout, Listing
 from ._location import SourceLocation
@@ -34,44 +31,42 @@ from ._retriable import transient_as_retriable
 from ._selection import Backlog, Taken
 from ._split_reader import FileSplit, FileSplitReader, corrupt_column
 from ._tracking import FileLog
+from .manifest import METADATA_DIR, Manifest
 
-__all__ = ["FileStreamReader", "make_layout", "open_manifest"]
+__all__ = ["FileStreamReader", "discover"]
 
 log = logging.getLogger("microbatch.file")
 
-_T = TypeVar("_T")
 _OPEN_COST = 4 << 20
 _MAX_SPLIT_BYTES = 128 << 20
 
 
-def make_layout(opts: Options, location: SourceLocation) -> Layout:
-    """Which names below ``location`` are files of the source, from its options."""
-    return Layout(
+def discover(
+    opts: Options, location: SourceLocation, context: mb.ReadContext | None = None
+) -> Discovery:
+    """The files of the source (listed at the first ``refresh``), from the file sink's manifest
+    when ``location`` is a sink's output folder. With a run's ``context``, a streaming run
+    watches the folder, and cleaning up a sink's files is refused (a ``ConfigurationError``
+    when the query starts, as Spark)."""
+    layout = Layout(
         location,
         in_progress_suffixes=tuple(opts.in_progress_suffixes),
         recursive=bool(opts.recursive_file_lookup),
         name_filter=opts.path_glob_filter,
     )
-
-
-def open_manifest(location: SourceLocation, clean_source: str = "OFF") -> Any:
-    """The file sink's manifest when ``location`` is a sink's output folder, else None; a
-    ``ConfigurationError`` (when a query starts, as Spark) when ``clean_source`` would then
-    clean up the sink's files."""
-    if location.is_glob or location.pattern:
-        return None
-    from .manifest import Manifest
-
-    manifest = Manifest(location.fs, location.root)  # no I/O until asked
-    if not manifest.exists():
-        return None
-    if clean_source != "OFF":
+    manifest = None
+    if not (location.is_glob or location.pattern):
+        manifest = Manifest(location.fs, location.root)  # no I/O until asked
+        manifest = manifest if manifest.exists() else None
+    if context is None:
+        return Discovery(Listing(layout), manifest=manifest)
+    if manifest is not None and opts.clean_source != "OFF":
         raise ConfigurationError(
             f"Clean up source files is not supported when reading from the output directory "
-            f"of the file sink ({location.show()} holds {MANIFEST_FOLDER}): set cleanSource "
+            f"of the file sink ({location.show()} holds {METADATA_DIR}): set cleanSource "
             "to off"
         )
-    return manifest
+    return Discovery(Listing(layout), manifest=manifest, watch=context.streaming, wake=context.wake)
 
 
 class FileStreamReader(mb.StreamReader):
@@ -96,23 +91,22 @@ class FileStreamReader(mb.StreamReader):
         self.location = location
         self.format = file_format
         self.owner = owner
-        self._schema = context.schema
-        self.layout = make_layout(opts, location)
-        self.listing = Listing(self.layout)
-        manifest = open_manifest(location, opts.clean_source)
-        self.discovery = Discovery(
-            self.listing, manifest=manifest, watch=context.streaming, wake=context.wake
-        )
-        self._guarded(self.discovery.refresh, "Listing")
+        self.schema = context.schema
+        """The schema of every batch (the one the source resolved at load)."""
+        self.discovery = discover(opts, location, context)
+        self.listing = self.discovery.listing
+        self.layout = self.listing.layout
+        with self._transient("Listing"):
+            self.discovery.refresh()
         self._partition_keys = () if self.layout.recursive else keys
         corrupt = opts.get("columnNameOfCorruptRecord") if file_format.has_modes else None
         corrupt_name, parse_schema = corrupt_column(
-            self._schema, self._partition_keys or (), corrupt
+            self.schema, self._partition_keys or (), corrupt
         )
         self._split_reader = FileSplitReader(
             location=location,
             format=file_format,
-            schema=self._schema,
+            schema=self.schema,
             parse_schema=parse_schema,
             corrupt_name=corrupt_name,
             ignore_missing_files=bool(opts.ignore_missing_files),
@@ -142,10 +136,10 @@ class FileStreamReader(mb.StreamReader):
         self.skipped_for_age = 0
         self.held_back = 0
 
-    def _guarded(self, call: Callable[[], _T], what: str) -> _T:
-        """``call()``, a transient filesystem error raised as a ``RetriableError``."""
-        with transient_as_retriable(f"{what} {self.location.show()}"):
-            return call()
+    def _transient(self, what: str) -> AbstractContextManager[None]:
+        """A block in which a transient filesystem error is raised as a ``RetriableError``
+        saying that ``what`` (``Listing``...) of the source path failed."""
+        return transient_as_retriable(f"{what} {self.location.show()}")
 
     # -- offsets --------------------------------------------------------------------------
     def initial_offset(self) -> mb.Offset:
@@ -192,7 +186,8 @@ class FileStreamReader(mb.StreamReader):
         self.backlog.update(fresh, removed)
 
     def latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
-        return self._guarded(lambda: self._latest_offset(start, limit), "Listing")
+        with self._transient("Listing"):
+            return self._latest_offset(start, limit)
 
     def _latest_offset(self, start: mb.Offset, limit: mb.ReadLimit) -> mb.Offset:
         self._start()
@@ -230,11 +225,9 @@ class FileStreamReader(mb.StreamReader):
         return {"logOffset": batch}
 
     def prepare_available_now(self) -> None:
-        def prepare() -> None:
+        with self._transient("Listing"):
             self._start()
             self._offer(*self.discovery.refresh(force=True))
-
-        self._guarded(prepare, "Listing")
         self._pinned = {entry.path for entry in self.backlog.entries() if not self.log.seen(entry)}
 
     def _refresh(self, limit: mb.ReadLimit) -> bool:
@@ -337,7 +330,7 @@ class FileStreamReader(mb.StreamReader):
         where = self.location.show()
         if self._partition_keys is None:
             names = [key for key, _ in entry.partition]
-            missing = [name for name in names if name not in self._schema.names]
+            missing = [name for name in names if name not in self.schema.names]
             if missing:
                 raise SourceError(
                     f"File source {where}: file {entry.path} lies in partition folders "
@@ -350,7 +343,7 @@ class FileStreamReader(mb.StreamReader):
         check_layout(entry, self._partition_keys, where)
         for key, raw in entry.partition:
             try:
-                partition_scalar(raw, self._schema.field(key).type)
+                partition_scalar(raw, self.schema.field(key).type)
             except ValueError as error:
                 raise SourceError(
                     f"File source {where}: file {entry.path} has partition value {key}={raw}, "
@@ -378,15 +371,13 @@ class FileStreamReader(mb.StreamReader):
 
     # -- planning -------------------------------------------------------------------------
     def partitions(self, start: mb.Offset, end: mb.Offset) -> Sequence[FileSplit]:
-        def plan() -> list[FileSplit]:
+        with self._transient("Planning the files of"):
             self.log.load()
             first, last = self._position(start), self._position(end)
             splits: list[FileSplit] = []
             for batch in range(first + 1, last + 1):
                 splits.extend(self._pack(batch, self.log.files_of(batch)))
             return splits
-
-        return self._guarded(plan, "Planning the files of")
 
     def _pack(self, batch: int, files: list[FileEntry]) -> list[FileSplit]:
         """Files in order, grouped so that each split holds about an equal share of the bytes
@@ -413,11 +404,6 @@ class FileStreamReader(mb.StreamReader):
 
     def split_reader(self) -> FileSplitReader:
         return self._split_reader
-
-    @property
-    def schema(self) -> pa.Schema:
-        """The schema of every batch (the one the source resolved at load)."""
-        return self._schema
 
     # -- clean-up and end -----------------------------------------------------------------
     def commit(self, end: mb.Offset) -> None:

@@ -121,6 +121,22 @@ class _ParquetFile(OpenFile):
         super().discard()
 
 
+class _TextFile(OpenFile):
+    """A text file compressed as a whole: :attr:`stream` writes through the codec of
+    ``compression`` (if any) into ``raw``, whose position is the file's size."""
+
+    def __init__(self, raw: pa.NativeFile, compression: str) -> None:
+        codec = _STREAM_CODECS.get(compression)
+        super().__init__(raw if codec is None else pa.CompressedOutputStream(raw, codec[0]))
+        self.raw = raw
+
+    def position(self) -> int:
+        return int(self.raw.tell())
+
+    def close(self) -> None:
+        self.stream.close()
+
+
 # ----------------------------------------------------------------------------------- csv
 
 
@@ -138,19 +154,16 @@ class CsvFormat(FileFormat):
         return ".csv" + text_extension(self.compression)
 
     def open(self, stream: pa.NativeFile, schema: pa.Schema) -> OpenFile:
-        return _CsvFile(_compressed(stream, self.compression), stream, schema, self)
+        return _CsvFile(stream, schema, self)
 
 
-class _CsvFile(OpenFile):
+class _CsvFile(_TextFile):
     """CSV through pyarrow's writer; timestamps are written as ISO 8601 text as in JSON."""
 
-    def __init__(
-        self, stream: pa.NativeFile, raw: pa.NativeFile, schema: pa.Schema, fmt: CsvFormat
-    ) -> None:
+    def __init__(self, raw: pa.NativeFile, schema: pa.Schema, fmt: CsvFormat) -> None:
         import pyarrow.csv as csv
 
-        super().__init__(stream)
-        self.raw = raw
+        super().__init__(raw, fmt.compression)
         self.timestamps = [i for i, f in enumerate(schema) if pa.types.is_timestamp(f.type)]
         for index in self.timestamps:
             schema = schema.set(index, schema.field(index).with_type(pa.string()))
@@ -162,7 +175,7 @@ class _CsvFile(OpenFile):
             null_string=fmt.null_value,
             quoting_style="all_valid" if fmt.quote_all else "needed",
         )
-        self.writer = csv.CSVWriter(stream, schema, write_options=options)
+        self.writer = csv.CSVWriter(self.stream, schema, write_options=options)
 
     def write(self, table: pa.Table) -> None:
         if self.timestamps:
@@ -172,12 +185,9 @@ class _CsvFile(OpenFile):
             table = pa.Table.from_arrays(columns, schema=self.schema)
         self.writer.write_table(table)
 
-    def position(self) -> int:
-        return int(self.raw.tell())
-
     def close(self) -> None:
         self.writer.close()
-        self.stream.close()
+        super().close()
 
 
 # ----------------------------------------------------------------------------------- json
@@ -200,15 +210,12 @@ class JsonFormat(FileFormat):
         return ".json" + text_extension(self.compression)
 
     def open(self, stream: pa.NativeFile, schema: pa.Schema) -> OpenFile:
-        return _JsonFile(_compressed(stream, self.compression), stream, schema, self)
+        return _JsonFile(stream, schema, self)
 
 
-class _JsonFile(OpenFile):
-    def __init__(
-        self, stream: pa.NativeFile, raw: pa.NativeFile, schema: pa.Schema, fmt: JsonFormat
-    ) -> None:
-        super().__init__(stream)
-        self.raw = raw
+class _JsonFile(_TextFile):
+    def __init__(self, raw: pa.NativeFile, schema: pa.Schema, fmt: JsonFormat) -> None:
+        super().__init__(raw, fmt.compression)
         self.encoder = JsonEncoder(
             schema, ignore_null_fields=fmt.ignore_null_fields, line_sep=fmt.line_sep
         )
@@ -216,15 +223,3 @@ class _JsonFile(OpenFile):
     def write(self, table: pa.Table) -> None:
         for batch in table.to_batches():
             self.stream.write(self.encoder.encode(batch))
-
-    def position(self) -> int:
-        return int(self.raw.tell())
-
-    def close(self) -> None:
-        self.stream.close()
-
-
-def _compressed(stream: pa.NativeFile, compression: str) -> pa.NativeFile:
-    if compression in _STREAM_CODECS:
-        return pa.CompressedOutputStream(stream, _STREAM_CODECS[compression][0])
-    return stream

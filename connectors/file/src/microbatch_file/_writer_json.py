@@ -199,7 +199,7 @@ def _converter(data_type: pa.DataType, drop_nulls: bool) -> Converter | None:
     if pa.types.is_floating(data_type):
         return None  # top-level float columns are checked per batch in _encode_rows
     if pa.types.is_map(data_type):
-        items = _converter(data_type.item_type, drop_nulls) or _nested_float(data_type.item_type)
+        items = _nested(data_type.item_type, drop_nulls)
         keys = _converter(data_type.key_type, drop_nulls)
 
         def convert_map(value: Any) -> Any:
@@ -209,10 +209,7 @@ def _converter(data_type: pa.DataType, drop_nulls: bool) -> Converter | None:
 
         return convert_map
     if pa.types.is_struct(data_type):
-        fields = {
-            field.name: _converter(field.type, drop_nulls) or _nested_float(field.type)
-            for field in data_type
-        }
+        fields = {field.name: _nested(field.type, drop_nulls) for field in data_type}
         active = {name: fn for name, fn in fields.items() if fn is not None}
         if not active and not drop_nulls:
             return None
@@ -233,9 +230,7 @@ def _converter(data_type: pa.DataType, drop_nulls: bool) -> Converter | None:
         or pa.types.is_fixed_size_list(data_type)
         or pa.types.is_list_view(data_type)
     ):
-        element = _converter(data_type.value_type, drop_nulls) or _nested_float(
-            data_type.value_type
-        )
+        element = _nested(data_type.value_type, drop_nulls)
         if element is None:
             return None
         fn = element
@@ -247,8 +242,11 @@ def _converter(data_type: pa.DataType, drop_nulls: bool) -> Converter | None:
     return None
 
 
-def _nested_float(data_type: pa.DataType) -> Converter | None:
-    return _float if pa.types.is_floating(data_type) else None
+def _nested(data_type: pa.DataType, drop_nulls: bool) -> Converter | None:
+    """:func:`_converter` for a value inside a map, struct or list, where floats need one too."""
+    if pa.types.is_floating(data_type):
+        return _float
+    return _converter(data_type, drop_nulls)
 
 
 def _key(value: Any) -> str:

@@ -13,17 +13,10 @@ An entry is written atomically and create-exclusively: its appearance is the com
 batch. Batch ids are contiguous from 0, so version ``N`` of the log is entries ``0..N``. Paths
 inside entries are relative to the root, with ``/`` separators.
 
-The log is a :class:`~microbatch.batch_log.BatchLog`: **readers** take the newest compact plus
-the plain entries after it (as Spark's ``CompactibleFileStreamLog`` does), and **clean-up**
-never removes a file a reader may still need: a plain entry is deleted only once the compact
-covering it has existed for ``retention`` seconds (:data:`RETENTION_SECONDS`, measured on the
-writer's clock at its compactions), and of the superseded compacts only the newest one is kept,
-until the next compaction. A reader that is slower lists again and retries after a pause.
-
-**Consistency.** Every entry's ``batchId`` must match its file name, a compact must hold
-exactly the entries ``0..N``, and the plain entries after it must follow without a gap. Anything
-else is a :class:`~microbatch.errors.CorruptCheckpointError` naming the file that is missing or
-wrong, for readers and for the sink alike; :meth:`Manifest.verify` also checks the log against
+The log is a :class:`~microbatch.batch_log.BatchLog`: see there how readers beside the writer
+read it, when clean-up deletes what a compact superseded (here :data:`RETENTION_SECONDS` after
+it), and which damage raises a :class:`~microbatch.errors.CorruptCheckpointError` naming the
+file, for readers and for the sink alike. :meth:`Manifest.verify` also checks the log against
 the newest batch of the checkpoint's commit log when the sink starts.
 """
 
@@ -185,11 +178,6 @@ class Manifest:
         if query_id is not None:
             entry["queryId"] = query_id
         return self._log.write(batch_id, entry)
-
-    def compact(self, batch_id: int) -> None:
-        """Write ``<batch_id>.compact`` holding every entry up to ``batch_id``, then delete
-        what it supersedes once no reader can need it any more (see the module docstring)."""
-        self._log.compact(batch_id)
 
     def sweep_temporary(self) -> int:
         """Delete the temporary files (``.<name>.<uuid>.tmp``) of writes killed half-way;

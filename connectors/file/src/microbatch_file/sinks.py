@@ -29,6 +29,7 @@ import microbatch as mb
 from microbatch import Option, OptionSpec, OutputMode
 from microbatch.errors import ConfigurationError, OptionError, UnsupportedOperationError
 
+from ._options import flag
 from ._sink_writer import FileCommitMessage, FilePartWriter, FileStreamWriter
 from ._writer_files import WriterLimits
 from ._writer_formats import TEXT_COMPRESSIONS, CsvFormat, FileFormat, JsonFormat, ParquetFormat
@@ -154,8 +155,10 @@ class FileSink(mb.Sink):
             root=self.root,
             file_format=self.file_format,
             limits=self.limits,
-            context=context,
+            partition_by=partition_by,
+            fsync=bool(context.state is not None and context.state.fsync),
             owner=self.describe(),
+            context=context,
         )
 
 
@@ -252,21 +255,11 @@ class CsvFileSink(FileSink):
     format_name = "csv"
     description = "Writes CSV files into a folder, exactly once."
     options = _COMMON.extend(
-        Option(
-            name="header",
-            type="bool",
-            default=False,
-            doc="Write the column names as the first line of every file.",
-        ),
+        flag("header", "Write the column names as the first line of every file."),
         Option(name="sep", default=",", doc="The field separator (one character)."),
         _LINE_SEP,
         Option(name="nullValue", default="", doc="The text written for a null value."),
-        Option(
-            name="quoteAll",
-            type="bool",
-            default=False,
-            doc="Quote every non-null value (by default only values that need it).",
-        ),
+        flag("quoteAll", "Quote every non-null value (by default only values that need it)."),
         _TEXT_COMPRESSION,
     )
 

@@ -10,6 +10,7 @@ tracks and cleans up, and a picklable :class:`~._split_reader.FileSplitReader` r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import ClassVar
 
@@ -18,7 +19,6 @@ import pyarrow as pa
 import microbatch as mb
 from microbatch.errors import SchemaError
 
-from ._discovery import Discovery
 from ._formats import (
     TEXT_SCHEMA,
     CsvFormat,
@@ -28,7 +28,7 @@ from ._formats import (
     ParquetFormat,
     TextFormat,
 )
-from ._listing import FileEntry, Listing
+from ._listing import FileEntry
 from ._location import SourceLocation
 from ._options import (
     CSV_OPTIONS,
@@ -41,7 +41,7 @@ from ._options import (
 from ._parse_modes import CsvSettings
 from ._partitions import discover_keys, infer_partition_type
 from ._split_reader import FileSplit, corrupt_column
-from ._stream_reader import FileStreamReader, make_layout, open_manifest
+from ._stream_reader import FileStreamReader, discover
 
 __all__ = [
     "SOURCES",
@@ -88,7 +88,7 @@ class FileSource(mb.Source):
     # -- schema ---------------------------------------------------------------------------
     def _location(self) -> SourceLocation:
         """The source path on its filesystem; Spark's ``PATH_NOT_FOUND`` when it is missing."""
-        location = SourceLocation.resolve(self.opts.path)
+        location = self._where
         location.check_exists()
         if not location.is_glob and location.fs.isfile(location.path):
             location = location.single_file()
@@ -98,12 +98,10 @@ class FileSource(mb.Source):
         """The schema given with ``.schema(...)``, or inferred from the files present now,
         with the partition columns of ``key=value`` folders at the end."""
         location = self._location()
-        manifest = open_manifest(location)
-        layout = make_layout(self.opts, location)
-        discovery = Discovery(Listing(layout), manifest=manifest)
+        discovery = discover(self.opts, location)
         discovery.refresh()
         entries = list(discovery.files.values())
-        keys = () if layout.recursive else discover_keys(entries, location.show())
+        keys = () if self.opts.recursive_file_lookup else discover_keys(entries, location.show())
         schema = self._resolve_schema(location, entries, keys or ())
         self._keys, self._resolved = keys, True
         return schema
@@ -221,41 +219,39 @@ class TextFileSource(FileSource):
     format_name = "text"
     description = "New text files of a folder, one row per line, each read once"
     options = TEXT_OPTIONS
-    capabilities = mb.SourceCapabilities(
-        replayable=True, available_now=True, user_schema="forbidden"
-    )
+    capabilities = dataclasses.replace(FileSource.capabilities, user_schema="forbidden")
 
     def make_format(self) -> FileFormat:
         return TextFormat(whole_text=bool(self.opts.wholetext))
 
 
-class ParquetFileSource(FileSource):
-    """Parquet files; the schema comes from the files when none is given and inference is on
-    (always for batch reads)."""
+class _ColumnarFileSource(FileSource):
+    """A format that stores its schema: it comes from the files when none is given and
+    inference is on (always for batch reads). Subclasses set ``columnar``."""
+
+    capabilities = dataclasses.replace(FileSource.capabilities, user_schema="optional")
+    columnar: ClassVar[type[ParquetFormat | OrcFormat]]
+
+    def make_format(self) -> FileFormat:
+        return self.columnar(merge_schema=bool(self.opts.merge_schema))
+
+
+class ParquetFileSource(_ColumnarFileSource):
+    """Parquet files."""
 
     format_name = "parquet"
     description = "New Parquet files of a folder, each read once"
     options = PARQUET_OPTIONS
-    capabilities = mb.SourceCapabilities(
-        replayable=True, available_now=True, user_schema="optional"
-    )
-
-    def make_format(self) -> FileFormat:
-        return ParquetFormat(merge_schema=bool(self.opts.merge_schema))
+    columnar = ParquetFormat
 
 
-class OrcFileSource(FileSource):
-    """ORC files; the schema comes from the files as for Parquet."""
+class OrcFileSource(_ColumnarFileSource):
+    """ORC files."""
 
     format_name = "orc"
     description = "New ORC files of a folder, each read once"
     options = ORC_OPTIONS
-    capabilities = mb.SourceCapabilities(
-        replayable=True, available_now=True, user_schema="optional"
-    )
-
-    def make_format(self) -> FileFormat:
-        return OrcFormat(merge_schema=bool(self.opts.merge_schema))
+    columnar = OrcFormat
 
 
 SOURCES: list[type[mb.Source]] = [

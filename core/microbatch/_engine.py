@@ -12,8 +12,9 @@ Per trigger::
 
 On start, a last offset-log entry without a commit is re-run with the same batch id and the same
 offsets. A batch that fails with a :class:`RetriableError` is re-run the same way, after a
-backoff, up to ``maxBatchRetries`` times. The engine runs on the query's thread; reads and
-writes of splits run on a thread pool.
+backoff, up to ``maxBatchRetries`` times. The engine runs on the query's thread, which also
+reads and writes split 0; the other splits go to a thread pool, and any the pool has not
+started by the time the query's thread is free are written there instead.
 """
 
 from __future__ import annotations
@@ -417,10 +418,13 @@ class MicroBatchEngine:
         try:  # this thread writes split 0 (or all of them) while the pool writes the rest
             for index in inline:
                 messages[index] = write_one(index)
+            for index, future in enumerate(futures, start=1):
+                if future.cancel():  # the pool has not started it: no hand-over, write it here
+                    messages[index] = write_one(index)
         except BaseException as error:
             failure = error
         for index, future in enumerate(futures, start=1):
-            if failure is not None and future.cancel():
+            if future.cancelled() or (failure is not None and future.cancel()):
                 continue
             try:
                 messages[index] = future.result()

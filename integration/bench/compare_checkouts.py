@@ -1,10 +1,14 @@
 """Run one benchmark of two checkouts alternately, in one run, and compare their figures.
 
-Each round runs the benchmark of the other checkout (``--before``), then this one's, each with
+Each round runs the benchmark of the other checkout (``--before``) and this one's, each with
 its own packages first on ``PYTHONPATH`` and the same Python, so both see the same machine
-state. Every number the benchmark prints is a figure, labelled by its line's heading (the
-last line not indented; one ending in a colon names a section and holds no figures) and the
-text before it; the table gives each figure's median over the rounds, for both. Usage::
+state; the order alternates from round to round, because a machine can get slower over a
+sequence of runs (on ext4 without a journal, for example, creating a file gets slower the more
+files were deleted in the minutes before), which would otherwise always favour the first.
+
+Every number the benchmark prints is a figure, labelled by its line's heading (the last line
+not indented; one ending in a colon names a section and holds no figures) and the text before
+it; the table gives each figure's median over the rounds, for both. Usage::
 
     .venv/bin/python integration/bench/compare_checkouts.py --before ../old-checkout \\
         --rounds 5 bench_engine_overhead.py --repeat 3
@@ -73,7 +77,8 @@ def main() -> None:
     checkouts = {"before": args.before.resolve(), "after": ROOT}
     runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     for round_number in range(1, args.rounds + 1):
-        for side, checkout in checkouts.items():
+        order = list(checkouts.items())
+        for side, checkout in order if round_number % 2 else order[::-1]:
             runs[side].append(run(checkout, args.script, args.arguments))
         print(f"round {round_number} of {args.rounds} done", file=sys.stderr)
     labels = [label for label in runs["after"][0] if label in runs["before"][0]]

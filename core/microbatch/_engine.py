@@ -14,7 +14,9 @@ On start, a last offset-log entry without a commit is re-run with the same batch
 offsets. A batch that fails with a :class:`RetriableError` is re-run the same way, after a
 backoff, up to ``maxBatchRetries`` times. The engine runs on the query's thread, which also
 reads and writes split 0; the other splits go to a thread pool, and any the pool has not
-started by the time the query's thread is free are written there instead.
+started by the time the query's thread is free are written there instead. After a batch whose
+splits took less than :data:`INLINE_SPLITS_BELOW` in all, the next one writes every split on
+the query's thread.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ from .progress import StreamingQueryProgress, iso_timestamp
 __all__ = ["EngineJob", "EngineSettings", "MicroBatchEngine"]
 
 log = logging.getLogger("microbatch.engine")
+
+INLINE_SPLITS_BELOW = 0.005
+"""Seconds: after a batch whose splits took less in all, the next batch writes every split on
+the query's thread (handing a split to the pool costs more than such a batch gains from it)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,8 @@ class MicroBatchEngine:
         self._offsets_written = False
         self._retries = 0
         """Retries of the batch now running (shown in its progress record)."""
+        self._splits_inline = False
+        """Whether the next batch writes all its splits on this thread (the last one was quick)."""
         self._source_name = job.source.describe()
         self._sink_name = job.sink.describe()
         """The connectors' descriptions, made once: they name them in every status and record."""
@@ -407,7 +415,8 @@ class MicroBatchEngine:
         messages: list[CommitMessage | None] = [None] * len(splits)
         failure: BaseException | None = None
         futures: list[Future[Any]] = []
-        if len(splits) > 1 and self.settings.max_workers > 1:
+        began = time.perf_counter()
+        if len(splits) > 1 and self.settings.max_workers > 1 and not self._splits_inline:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
                     max_workers=self.settings.max_workers - 1,
@@ -433,6 +442,7 @@ class MicroBatchEngine:
         if failure is not None:
             self._abort(batch_id, messages)
             raise failure
+        self._splits_inline = time.perf_counter() - began < INLINE_SPLITS_BELOW
         return messages
 
     def _abort(self, batch_id: int, messages: list[CommitMessage | None]) -> None:

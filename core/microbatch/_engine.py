@@ -15,8 +15,8 @@ offsets. A batch that fails with a :class:`RetriableError` is re-run the same wa
 backoff, up to ``maxBatchRetries`` times. The engine runs on the query's thread, which also
 reads and writes split 0; the other splits go to a thread pool, and any the pool has not
 started by the time the query's thread is free are written there instead. After a batch whose
-splits took less than :data:`INLINE_SPLITS_BELOW` in all, the next one writes every split on
-the query's thread.
+splits took less than :data:`INLINE_SPLITS_BELOW` (1 ms) in all, the next one writes every
+split on the query's thread.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ __all__ = ["EngineJob", "EngineSettings", "MicroBatchEngine"]
 
 log = logging.getLogger("microbatch.engine")
 
-INLINE_SPLITS_BELOW = 0.005
+INLINE_SPLITS_BELOW = 0.001
 """Seconds: after a batch whose splits took less in all, the next batch writes every split on
 the query's thread (handing a split to the pool costs more than such a batch gains from it)."""
 

@@ -1,8 +1,7 @@
 """How a batch's splits are shared between the query's thread and the split pool.
 
 - The first batch, and any batch after one whose splits took a while, hands splits 1.. to the
-  pool: they are written in parallel with split 0 once the pool starts one, and a split the
-  pool has not started is written on the query's thread instead of waiting for the pool.
+  pool: they are written in parallel with split 0.
 - A batch after a quick one writes every split on the query's thread (no hand-over).
 - Either way every part is written exactly once and the commit gets the parts in order.
 """
@@ -159,23 +158,12 @@ def threads_of(plan: Plan, batch_id: int) -> set[str]:
     return {m.thread for m in plan.committed[batch_id] if m is not None}
 
 
-def test_splits_are_written_in_parallel_once_the_pool_starts_one(
-    session: mb.Session, tmp_path: Path
-) -> None:
+def test_splits_are_written_in_parallel(session: mb.Session, tmp_path: Path) -> None:
     # part 0 (on the query's thread) holds until part 1 has started: only a parallel write
     # of part 1 lets it go on
     plan, _ = run(session, tmp_path, Plan(meet_in=0, waiter=0, awaited=1), splits=2)
     assert plan.met is True
     assert len(threads_of(plan, 0)) == 2
-
-
-def test_a_split_the_busy_pool_has_not_started_is_written_on_the_query_thread(
-    session: mb.Session, tmp_path: Path
-) -> None:
-    # whichever part the single pool thread takes holds it until part 2 has started: part 2
-    # is written only if the query's thread takes it instead of queueing it behind the pool
-    plan, _ = run(session, tmp_path, Plan(meet_in=0, waiter=1, awaited=2), splits=3)
-    assert plan.met is True
 
 
 def test_after_a_slow_batch_the_next_one_uses_the_pool_again(

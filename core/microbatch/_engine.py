@@ -14,10 +14,8 @@ On start, a last offset-log entry without a commit is re-run with the same batch
 offsets. A batch that fails with a :class:`RetriableError` is re-run the same way, after a
 backoff, up to ``maxBatchRetries`` times. The engine runs on the query's thread, which also
 reads and writes split 0; the other splits go to a pool of ``maxReadThreads - 1`` threads.
-Once free, the query's thread takes any split the pool has not started, except the first one
-of each pool thread (which the pool is about to start). After a batch whose
-splits took less than :data:`INLINE_SPLITS_BELOW` (1 ms) in all, the next one writes every
-split on the query's thread.
+After a batch whose splits took less than :data:`INLINE_SPLITS_BELOW` (1 ms) in all, the next
+one writes every split on the query's thread.
 """
 
 from __future__ import annotations
@@ -428,15 +426,10 @@ class MicroBatchEngine:
         try:  # this thread writes split 0 (or all of them) while the pool writes the rest
             for index in inline:
                 messages[index] = write_one(index)
-            # the pool starts the first of its splits soon; of the others, those it has not
-            # started yet are written here, from the last one back
-            for index in range(len(futures), self.settings.max_workers - 1, -1):
-                if futures[index - 1].cancel():
-                    messages[index] = write_one(index)
         except BaseException as error:
             failure = error
         for index, future in enumerate(futures, start=1):
-            if future.cancelled() or (failure is not None and future.cancel()):
+            if failure is not None and future.cancel():
                 continue
             try:
                 messages[index] = future.result()

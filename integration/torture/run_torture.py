@@ -5,14 +5,22 @@ Usage (from the repository root, with the project's virtualenv)::
     .venv/bin/python integration/torture/run_torture.py --kills 50 --seed 7
     .venv/bin/python integration/torture/run_torture.py --quick
     .venv/bin/python integration/torture/run_torture.py --kills 50 --in-place
+    .venv/bin/python integration/torture/run_torture.py --pipelines kafka --kills 30
 
-Pipelines (``--pipelines``, comma-separated, default all):
+Pipelines (``--pipelines``, comma-separated, or the groups ``files`` (the default: the first
+three), ``kafka`` (the last three) and ``all``):
 
 - ``parquet``: JSON files -> parquet file sink partitioned by ``kind``;
 - ``archive``: the same with ``cleanSource=archive`` (every input file archived exactly once);
 - ``chained``: a streaming query over ``parquet``'s sink folder (read through its manifest)
   into another parquet sink, run and killed while the ``parquet`` query writes (it implies
-  ``parquet``, which then keeps running until ``chained`` is done).
+  ``parquet``, which then keeps running until ``chained`` is done);
+- ``kafka-parquet``, ``kafka-kafka-eos``, ``kafka-kafka-alo`` (``--pipelines kafka`` selects
+  the three): a 3-partition Kafka topic, written while the pipeline runs (some chunks in
+  transactions, some of those aborted), -> the parquet sink, -> a Kafka topic with
+  ``exactlyOnce=true``, -> a Kafka topic at-least-once (``kafka_pipeline.py``). They need a
+  broker: the testkit's service selection (``MICROBATCH_SERVICES``, ``MICROBATCH_KAFKA_BOOTSTRAP``)
+  finds or starts one.
 
 Each pipeline runs in a loop: new files arrive (between runs, and while it runs), the pipeline
 starts in a child process (``pipeline.py``) and is killed with SIGKILL, either at a random
@@ -22,12 +30,13 @@ and must exit 0. Then the sink is read through its manifest and compared with ev
 written: lost, doubled and bad rows, and for ``archive`` the archive folder. Any run that ends
 other than by the kill (an exit status, a traceback or an ERROR line in its log) is a failure;
 its log is kept in ``<workdir>/logs``. Exit status 1 when anything was lost, doubled, bad or
-failed.
+failed (an at-least-once sink may double rows: they are counted, not a failure).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import signal
@@ -36,16 +45,32 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from torture_check import SinkReport, check_archive, check_sink, compare, orphan_files, read_rows
 from torture_input import InputFolder
+from torture_kafka import (
+    PARTITIONS,
+    KafkaInput,
+    check_parquet,
+    check_topic,
+    end_offsets,
+    read_topic,
+)
 
 from microbatch_testkit import crash
 
-PIPELINES = ("parquet", "archive", "chained")
+FILE_PIPELINES = ("parquet", "archive", "chained")
+KAFKA_PIPELINES = ("kafka-parquet", "kafka-kafka-eos", "kafka-kafka-alo")
+PIPELINES = FILE_PIPELINES + KAFKA_PIPELINES
+GROUPS = {"files": FILE_PIPELINES, "kafka": KAFKA_PIPELINES, "all": PIPELINES}
 SCRIPT = Path(__file__).with_name("pipeline.py")
+KAFKA_SCRIPT = Path(__file__).with_name("kafka_pipeline.py")
+TXN_KILL_VAR = "MICROBATCH_TORTURE_TXN_KILL"
+"""Tells ``kafka_pipeline.py`` where in the Kafka client ``mid_sink`` kills."""
 PLANS = ("early", "timed", "phase")
 """How a run is killed: during start-up, at a random moment after it started, or by the
 crash hook at a batch phase (then by the timer when that batch is not reached in time)."""
@@ -79,7 +104,7 @@ class Pipeline:
     kind: str
     workdir: Path
     rng: random.Random
-    source: InputFolder | None
+    source: InputFolder | KafkaInput | None
     runs: list[Run] = field(default_factory=list)
     kills: int = 0
     seconds: float = 0.0
@@ -120,15 +145,25 @@ def read_log_verdict(pipeline: Pipeline, log: Path) -> str | None:
     return failure.strip()[:300] if failure is not None else None
 
 
-def start_child(pipeline: Pipeline, mode: str, number: int, crash_at: str | None) -> tuple:
+def start_child(
+    pipeline: Pipeline,
+    mode: str,
+    number: int,
+    crash_at: str | None,
+    extra_env: dict[str, str] | None = None,
+) -> tuple:
     log = pipeline.workdir / "logs" / pipeline.kind / f"run-{number:04d}-{mode}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {key: value for key, value in os.environ.items() if key != crash.ENV_VAR}
+    env = {
+        key: value for key, value in os.environ.items() if key not in (crash.ENV_VAR, TXN_KILL_VAR)
+    }
     if crash_at is not None:
         env[crash.ENV_VAR] = crash_at
+    env.update(extra_env or {})
+    script = KAFKA_SCRIPT if pipeline.kind in KAFKA_PIPELINES else SCRIPT
     handle = log.open("w")
     child = subprocess.Popen(
-        [sys.executable, str(SCRIPT), pipeline.kind, mode, str(pipeline.workdir)],
+        [sys.executable, str(script), pipeline.kind, mode, str(pipeline.workdir)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=handle,
@@ -154,6 +189,7 @@ def kill_run(pipeline: Pipeline, max_delay: float, arrive_while_running: bool) -
     number = len(pipeline.runs)
     draw = rng.random()
     crash_at = None
+    extra_env: dict[str, str] = {}
     if draw < 0.2:
         plan, after_ready, delay = "early", False, rng.uniform(0.05, 0.6)
     elif draw < 0.65:
@@ -162,10 +198,22 @@ def kill_run(pipeline: Pipeline, max_delay: float, arrive_while_running: bool) -
         plan, after_ready = "timed", True
     else:
         batch = max(last_offset(pipeline.base / "checkpoint"), 0) + rng.randint(0, 2)
-        crash_at = f"{rng.choice(crash.PHASES)}:{batch}"
+        phases = crash.PHASES
+        if pipeline.kind in ("kafka-kafka-eos", "kafka-kafka-alo"):
+            phases += ("mid_sink",)  # twice as likely: it has several places in the client
+        crash_at = f"{rng.choice(phases)}:{batch}"
         plan, after_ready, delay = f"phase {crash_at}", True, rng.uniform(0.5, 2 * max_delay)
+        if pipeline.kind in KAFKA_PIPELINES:  # a Kafka query takes longer to its batches
+            delay = rng.uniform(2 * max_delay, 4 * max_delay)
+        where = {"kafka-kafka-eos": ("open", "done", "part"), "kafka-kafka-alo": ("flush", "part")}
+        if pipeline.kind in where and crash_at.startswith("mid_sink:"):
+            # in the Kafka client: transaction open or just committed, or before a flush
+            when = rng.choice(where[pipeline.kind])
+            plan += f" ({when})"
+            if when != "part":
+                extra_env[TXN_KILL_VAR] = when
     began = time.monotonic()
-    child, ready, log = start_child(pipeline, "stream", number, crash_at)
+    child, ready, log = start_child(pipeline, "stream", number, crash_at, extra_env)
     feeder = None
     if arrive_while_running and pipeline.source is not None:
         feeder = threading.Thread(
@@ -288,8 +336,12 @@ def loop(
 
 
 def verify(pipeline: Pipeline, upstream: Pipeline | None) -> None:
+    if pipeline.kind in KAFKA_PIPELINES:
+        verify_kafka(pipeline)
+        note_leftovers_and_kills(pipeline, pipeline.base / "out")
+        return
     source = pipeline.source if pipeline.source is not None else upstream and upstream.source
-    assert source is not None
+    assert isinstance(source, InputFolder)
     output = pipeline.base / "out"
     pipeline.report = check_sink(output, source.rows)
     if pipeline.kind == "archive":
@@ -307,6 +359,60 @@ def verify(pipeline: Pipeline, upstream: Pipeline | None) -> None:
         files = sorted({source.rows[ident][1] for ident in lost})
         named = [f"{source.file_name(i)} ({source.arrived_by[source.file_name(i)]})" for i in files]
         pipeline.notes.append(f"lost rows come from {len(files)} files: {', '.join(named[:10])}")
+    note_leftovers_and_kills(pipeline, output)
+    if isinstance(pipeline.source, InputFolder):
+        methods = ", ".join(f"{k} {v}" for k, v in pipeline.source.methods.items() if v)
+        pipeline.notes.append(f"{pipeline.source.file_count} input files ({methods})")
+
+
+def verify_kafka(pipeline: Pipeline) -> None:
+    """Compare a Kafka pipeline's sink with the committed input records."""
+    source = pipeline.source
+    assert isinstance(source, KafkaInput)
+    setup = json.loads((pipeline.base / "kafka.json").read_text())
+    if pipeline.kind == "kafka-parquet":
+        output = pipeline.base / "out"
+        pipeline.report = check_parquet(str(output), source)
+        orphans = orphan_files(output) if output.exists() else []
+        if orphans:
+            pipeline.notes.append(
+                f"{len(orphans)} data files the manifest does not list, e.g. {orphans[0]}"
+            )
+    else:
+        topic, bootstrap = setup["output"], setup["bootstrap"]
+        exactly_once = pipeline.kind == "kafka-kafka-eos"
+        pipeline.report = check_topic(topic, source, doubles_allowed=not exactly_once)
+        stable = end_offsets(bootstrap, topic, committed=True)
+        high = end_offsets(bootstrap, topic, committed=False)
+        if stable != high:
+            pipeline.report.problems.append(
+                f"a transaction is still open on {topic} after the drain: last stable offsets "
+                f"{stable}, high watermarks {high}"
+            )
+        if exactly_once:
+            uncommitted = len(read_topic(bootstrap, topic, committed=False))
+            pipeline.notes.append(
+                f"{uncommitted - pipeline.report.found} records of aborted sink transactions "
+                "(seen by read_uncommitted readers only)"
+            )
+        elif pipeline.report.doubled:
+            pipeline.notes.append(
+                f"{pipeline.report.doubled} extra copies (allowed: at-least-once)"
+            )
+    lost = sorted(ident for ident in source.rows if ident not in pipeline.report.seen)
+    if lost:
+        where = [f"{i} at {source.rows[i].partition}/{source.rows[i].offset}" for i in lost[:10]]
+        pipeline.notes.append(f"lost records (id at partition/offset): {', '.join(where)}")
+    chunks = source.methods
+    pipeline.notes.append(
+        f"{source.file_count} input chunks into {setup['input']} (plain {chunks['plain']}, "
+        f"committed transactions {chunks['committed']}, aborted {chunks['aborted']}): "
+        f"{len(source.rows)} committed records, {len(source.aborted)} aborted"
+    )
+
+
+def note_leftovers_and_kills(pipeline: Pipeline, output: Path) -> None:
+    """Note ``.tmp`` files left behind and how the kills were spread over the plans."""
     leftovers = [
         path
         for folder in (pipeline.base / "checkpoint", output / "_microbatch_metadata")
@@ -316,16 +422,19 @@ def verify(pipeline: Pipeline, upstream: Pipeline | None) -> None:
     if leftovers:
         pipeline.notes.append(f"{len(leftovers)} .tmp files left, e.g. {leftovers[0]}")
     killed = [run for run in pipeline.runs if run.returncode == -signal.SIGKILL]
-    by_hook = sum(1 for run in killed if "microbatch-testkit: killing" in run.log.read_text())
+    hooked = [run for run in killed if "microbatch-testkit: killing" in run.log.read_text()]
     plans = {plan: sum(1 for run in killed if run.plan.startswith(plan)) for plan in PLANS}
+    # "phase mid_sink:3 (open)" -> "mid_sink (open)": where the hook's kills landed
+    places = Counter(
+        " ".join(part.split(":")[0] for part in run.plan.split(" ")[1:]) for run in hooked
+    )
     pipeline.notes.append(
         "kills: "
         + ", ".join(f"{plan} {count}" for plan, count in plans.items())
-        + f" (the crash hook fired in {by_hook})"
+        + f" (the crash hook fired in {len(hooked)}: "
+        + ", ".join(f"{place} {count}" for place, count in sorted(places.items()))
+        + ")"
     )
-    if pipeline.source is not None:
-        methods = ", ".join(f"{k} {v}" for k, v in pipeline.source.methods.items() if v)
-        pipeline.notes.append(f"{pipeline.source.file_count} input files ({methods})")
 
 
 def print_summary(pipelines: list[Pipeline]) -> None:
@@ -395,7 +504,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=50, help="SIGKILLs per pipeline (50)")
     parser.add_argument(
-        "--pipelines", default=",".join(PIPELINES), help=f"comma-separated, of {PIPELINES}"
+        "--pipelines",
+        default="files",
+        help=f"comma-separated, of {PIPELINES}, or the groups {tuple(GROUPS)} (files)",
     )
     parser.add_argument("--seed", type=int, default=None, help="random seed (printed)")
     parser.add_argument("--workdir", type=Path, default=None, help="an empty or new folder")
@@ -413,7 +524,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 5 kills each")
     args = parser.parse_args(argv)
-    args.pipelines = [name.strip() for name in args.pipelines.split(",") if name.strip()]
+    names = [name.strip() for name in args.pipelines.split(",") if name.strip()]
+    args.pipelines = [member for name in names for member in GROUPS.get(name, (name,))]
     unknown = sorted(set(args.pipelines) - set(PIPELINES))
     if unknown:
         parser.error(f"unknown pipelines {unknown}; choose from {PIPELINES}")
@@ -440,11 +552,43 @@ def main(argv: list[str] | None = None) -> int:
         f"workdir {args.workdir}",
         flush=True,
     )
+    service = None
+    if any(kind in KAFKA_PIPELINES for kind in selected):
+        from microbatch_testkit.services import start_kafka
+
+        service = start_kafka()  # MICROBATCH_SERVICES / MICROBATCH_KAFKA_BOOTSTRAP choose
+        print(f"Kafka: {service.description}", flush=True)
+    try:
+        return run(args, selected, service)
+    finally:
+        if service is not None:
+            service.close()
+
+
+def kafka_input(kind: str, base: Path, rng: random.Random, service: Any) -> KafkaInput:
+    """Create the topics of Kafka pipeline ``kind``, note them in ``base/kafka.json`` for
+    the child processes, and return its input."""
+    base.mkdir(parents=True, exist_ok=True)
+    setup = {
+        "bootstrap": service.bootstrap_servers,
+        "input": service.create_topic(PARTITIONS, hint=f"torture-{kind}-in"),
+    }
+    if kind != "kafka-parquet":
+        setup["output"] = service.create_topic(PARTITIONS, hint=f"torture-{kind}-out")
+    (base / "kafka.json").write_text(json.dumps(setup, indent=1))
+    return KafkaInput(setup["bootstrap"], setup["input"], rng)
+
+
+def run(args: argparse.Namespace, selected: list[str], service: Any) -> int:
+    """Run the selected pipelines' kill loops, verify them and print the summary."""
     pipelines: dict[str, Pipeline] = {}
     for index, kind in enumerate(selected):
         rng = random.Random(args.seed * 10 + index)
-        source = None
-        if kind != "chained":
+        source: InputFolder | KafkaInput | None = None
+        if kind in KAFKA_PIPELINES:
+            source = kafka_input(kind, args.workdir / kind, rng, service)
+            source.add_many(3)
+        elif kind != "chained":
             base = args.workdir / kind
             source = InputFolder(base / "in", base / "staging", rng, in_place=args.in_place)
             source.add_many(3)
@@ -486,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     for thread in threads:
         thread.join()
     for kind, pipeline in pipelines.items():
+        if isinstance(pipeline.source, KafkaInput):
+            pipeline.source.close()
         verify(pipeline, pipelines.get("parquet") if kind == "chained" else None)
     print()
     print_summary(list(pipelines.values()))
@@ -497,6 +643,14 @@ def main(argv: list[str] | None = None) -> int:
         or p.kills < args.kills
         for p in pipelines.values()
     )
+    if service is not None and not bad:  # topics of a failed run stay, to look into
+        for kind in pipelines:
+            setup = args.workdir / kind / "kafka.json"
+            if setup.exists():
+                for key in ("input", "output"):
+                    topic = json.loads(setup.read_text()).get(key)
+                    if topic:
+                        service.delete_topic(topic)
     print(f"\n{'FAILED' if bad else 'PASSED'} (seed {args.seed}, logs in {args.workdir / 'logs'})")
     return 1 if bad else 0
 

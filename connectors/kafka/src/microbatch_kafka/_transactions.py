@@ -1,0 +1,512 @@
+"""The exactly-once protocol of the ``kafka`` sink: one Kafka transaction per batch.
+
+One transactional producer per query run, ``transactional.id = <prefix>-<query id>``, made in
+the first ``commit`` of the process; its ``init_transactions()`` fences any older writer of
+the same query (a zombie's next call fails) and settles the transaction it left open. Each
+batch is one transaction holding its records and the **batch marker**: an offset of the
+dedicated consumer group ``<prefix>-<query id>-batches`` for partition 0 of the marker topic,
+``batch id + 1`` (with metadata ``{"query": ..., "batch": N}``), sent with
+``send_offsets_to_transaction`` so that it commits atomically with the records. The marker is
+read back once per run after ``init_transactions()``; a batch at or below it is applied
+already and is skipped (the stored value can move backwards, so nothing at or below it is
+ever sent again).
+
+The marker is a committed group offset, and Kafka drops those ``offsets.retention.minutes``
+(7 days by default) after the group's last commit. Every batch commits it again, and a
+running query without batches commits it again once a day (an empty transaction), so a running
+query keeps it. To notice a loss after a longer stop, the writer
+keeps a record in its checkpoint state (``eos.json``): ``committing`` before the transaction
+begins, ``committed`` once it is committed. A missing marker is then resolved from it:
+
+- ``committed`` for N: batches up to N are applied (a warning says the marker was lost);
+- ``committing`` for N, the first batch this sink ever wrote, less than the retention ago:
+  no marker ever existed, so N was not committed: it is written;
+- ``committing`` for N otherwise: N may or may not be in the topic. ``exactlyOnceUnknownBatch``
+  decides: ``fail`` (default, a ``SinkError`` saying all this), ``rewrite`` (may duplicate),
+  ``skip`` (may lose).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from microbatch import RetriableError, SinkError, StateStore
+
+from ._producing import (
+    Delivery,
+    delivery_timeout,
+    is_transient,
+    produce_batch,
+    producer_settings,
+)
+from ._sink_schema import Layout
+
+__all__ = ["RETENTION_SECONDS", "STATE_FILE", "Transactions", "marker_group"]
+
+log = logging.getLogger("microbatch.kafka.sink")
+
+STATE_FILE = "eos.json"
+RETENTION_SECONDS = 7 * 24 * 3600
+"""Kafka's default ``offsets.retention.minutes`` (10080), in seconds."""
+REFRESH_SECONDS = 24 * 3600.0
+"""How often a running query without batches commits its marker again (an empty
+transaction), so that it does not expire while the query waits for data."""
+TIMEOUT = 60.0
+"""Seconds each transactional call may take."""
+
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+# Producer-only settings a consumer would warn about; the marker consumer gets the rest
+# (addresses, security).
+_PRODUCER_ONLY = {
+    "acks",
+    "batch.num.messages",
+    "batch.size",
+    "compression.codec",
+    "compression.level",
+    "compression.type",
+    "delivery.report.only.error",
+    "delivery.timeout.ms",
+    "enable.gapless.guarantee",
+    "enable.idempotence",
+    "linger.ms",
+    "max.in.flight",
+    "max.in.flight.requests.per.connection",
+    "message.send.max.retries",
+    "message.timeout.ms",
+    "partitioner",
+    "queue.buffering.backpressure.threshold",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.ms",
+    "request.required.acks",
+    "request.timeout.ms",
+    "retries",
+    "sticky.partitioning.linger.ms",
+    "transaction.timeout.ms",
+}
+# Handles made before a fork: the child keeps them referenced and never calls them
+# (destroying a librdkafka handle whose threads did not survive the fork would hang).
+_INHERITED: list[Any] = []
+# Producers dropped with a transaction open (a retriable failure): kept, not closed.
+_RETIRED: list[Any] = []
+
+
+def marker_group(transactional_id: str) -> str:
+    """The consumer group whose committed offset is the batch marker."""
+    return f"{transactional_id}-batches"
+
+
+class Transactions:
+    """The transactional producer of one query run and the batch marker it keeps.
+
+    Thread-safe: one transaction at a time. Made without I/O; the producer, the marker
+    consumer and the marker's first reading come with the first :meth:`commit` in a process.
+    """
+
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        *,
+        transactional_id: str,
+        marker_topic: str,
+        query_id: str,
+        state: StateStore | None,
+        last_committed_batch_id: int | None,
+        unknown_batch: str = "fail",
+        timeout: float = TIMEOUT,
+        refresh_seconds: float = REFRESH_SECONDS,
+    ) -> None:
+        self._settings = dict(settings)
+        self.transactional_id = transactional_id
+        self.group = marker_group(transactional_id)
+        self.marker_topic = marker_topic
+        self._query_id = query_id
+        self._state = state
+        self._last_committed = last_committed_batch_id
+        self._unknown_batch = unknown_batch
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._producer: Any = None
+        self._consumer: Any = None
+        self._open = False
+        self._last: int | None = None
+        self._recovered = False
+        self._refresh_seconds = refresh_seconds
+        self._last_commit = 0.0  # monotonic time of the last transaction
+        self._stopping = threading.Event()
+        self._refresher: threading.Thread | None = None
+
+    # -- the batch --------------------------------------------------------------------------
+    def commit(self, tables: list[pa.Table], layout: Layout, batch_id: int) -> None:
+        """Write ``tables`` and the marker of ``batch_id`` in one transaction, unless the
+        marker says the batch is applied already."""
+        with self._lock:
+            self._start()
+            if not self._recovered:
+                self._last = self._recover(self._read_marker(), batch_id)
+                self._recovered = True
+            if self._last is not None and batch_id <= self._last:
+                log.log(
+                    logging.WARNING if batch_id < self._last else logging.INFO,
+                    "Kafka sink: batch %d is applied already (batch marker %d of group %r): "
+                    "not written again%s",
+                    batch_id,
+                    self._last,
+                    self.group,
+                    " (an older copy of the checkpoint?)" if batch_id < self._last else "",
+                )
+                return
+            previous = self._last
+            self._record({"batch": batch_id, "phase": "committing", "previous": previous})
+            self._transaction(tables, layout, batch_id)
+            self._record({"batch": batch_id, "phase": "committed"})
+            self._last = batch_id
+            self._last_commit = time.monotonic()
+            self._start_refresher()
+
+    def _transaction(self, tables: list[pa.Table], layout: Layout, batch_id: int) -> None:
+        producer = self._producer
+        settings = producer_settings(self._settings)
+        self._call(producer.begin_transaction, "begin_transaction")
+        self._open = True
+        delivery = Delivery(f"batch {batch_id}")
+        try:
+            for table in tables:
+                for batch in table.to_batches():
+                    produce_batch(producer, batch, layout, delivery, settings)
+            left = self._call(lambda: producer.flush(delivery_timeout(settings)), "flush")
+            delivery.check()
+            if left:
+                raise SinkError(
+                    f"{left} record(s) of batch {batch_id} were not delivered to Kafka within "
+                    f"{delivery_timeout(settings):.0f} s; the batch is retried"
+                ) from RetriableError("delivery timed out")
+        except SinkError as failure:
+            fatal = _fatal_cause(failure)
+            if fatal is not None and self._producer is not None:  # refused by a dead producer
+                self._call(lambda: _raise(fatal), "produce")
+            self.abort_open()
+            raise
+        except Exception:
+            self.abort_open()
+            raise
+        marker = TopicPartition(self.marker_topic, 0, batch_id + 1, self._metadata(batch_id))
+        self._call(
+            lambda: producer.send_offsets_to_transaction(
+                [marker], self._consumer.consumer_group_metadata(), self._timeout
+            ),
+            "send_offsets_to_transaction",
+        )
+        self._call(lambda: producer.commit_transaction(self._timeout), "commit_transaction")
+        self._open = False
+
+    def abort_open(self) -> None:
+        """Abort the transaction this process has open, if any (best effort)."""
+        if not self._open or self._pid != os.getpid():
+            return
+        try:
+            self._producer.abort_transaction(self._timeout)
+            self._open = False
+        except KafkaException as exc:
+            log.warning("Kafka sink: abort_transaction failed: %s", exc.args[0].str())
+            self._drop()  # a new producer's init_transactions() settles it
+
+    # -- the producer -----------------------------------------------------------------------
+    def _start(self) -> None:
+        """The producer and the marker consumer of this process (new after a fork)."""
+        if self._pid == os.getpid() and self._producer is not None:
+            return
+        if self._pid is not None and self._pid != os.getpid():
+            _INHERITED.extend(handle for handle in (self._producer, self._consumer) if handle)
+        self._producer = self._consumer = None
+        self._open = False
+        self._recovered = False
+        config = producer_settings(self._settings)
+        config.update({"transactional.id": self.transactional_id, "enable.idempotence": True})
+        producer = Producer(config)
+        self._pid = os.getpid()
+        self._producer = producer
+        self._call(lambda: producer.init_transactions(self._timeout), "init_transactions")
+        consumer_config = {k: v for k, v in self._settings.items() if k not in _PRODUCER_ONLY}
+        consumer_config.update(
+            {
+                "group.id": self.group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
+        self._consumer = Consumer(consumer_config)
+        topics = self._consumer.list_topics(timeout=self._timeout).topics  # never creates one
+        if self.marker_topic not in topics:
+            self._drop()
+            raise SinkError(
+                f"The exactly-once marker topic '{self.marker_topic}' does not exist: create "
+                "it (the batch marker is an offset of its partition 0), or set "
+                "exactlyOnceMarkerTopic to an existing topic"
+            )
+
+    def _drop(self) -> None:
+        """Forget the producer (a retry makes a new one, whose ``init_transactions`` settles
+        what this one left) without flushing what it still holds."""
+        producer, consumer = self._producer, self._consumer
+        if self._open and producer is not None:
+            # close() would try to abort the open transaction, which may wait for a broker
+            # that is gone: keep the handle (never destroyed in a forked child) instead
+            _RETIRED.append(producer)
+            producer = None
+        self._producer = self._consumer = None
+        self._pid = None
+        self._open = False
+        self._recovered = False
+        for handle, close in ((producer, _purge), (consumer, _close_consumer)):
+            if handle is not None:
+                try:
+                    close(handle)
+                except Exception as exc:  # already broken: nothing more to release
+                    log.debug("Kafka sink: closing a client failed: %s", exc)
+
+    # -- keeping the marker while idle --------------------------------------------------------
+    def _start_refresher(self) -> None:
+        thread = self._refresher
+        if thread is not None and thread.is_alive():
+            return  # (a thread object inherited through a fork is not alive)
+        self._stopping = threading.Event()
+        self._refresher = threading.Thread(
+            target=self._refresh_loop,
+            args=(self._stopping,),
+            name=f"kafka-marker-refresh-{self.transactional_id}",
+            daemon=True,
+        )
+        self._refresher.start()
+
+    def _refresh_loop(self, stopping: threading.Event) -> None:
+        while not stopping.wait(self._refresh_seconds / 4):
+            if time.monotonic() - self._last_commit >= self._refresh_seconds:
+                self.refresh()
+
+    def refresh(self) -> None:
+        """Commit the current marker again in an empty transaction (the batch marker's
+        offset is only kept ``offsets.retention.minutes`` after its last commit)."""
+        with self._lock:
+            if self._pid != os.getpid() or self._producer is None or self._last is None:
+                return
+            producer, last = self._producer, self._last
+            try:
+                self._call(producer.begin_transaction, "begin_transaction")
+                self._open = True
+                marker = TopicPartition(self.marker_topic, 0, last + 1, self._metadata(last))
+                self._call(
+                    lambda: producer.send_offsets_to_transaction(
+                        [marker], self._consumer.consumer_group_metadata(), self._timeout
+                    ),
+                    "send_offsets_to_transaction",
+                )
+                self._call(lambda: producer.commit_transaction(self._timeout), "commit_transaction")
+                self._open = False
+                self._last_commit = time.monotonic()
+                log.debug("Kafka sink: batch marker %d of group %r refreshed", last, self.group)
+            except SinkError as error:  # the next commit makes a new producer and reads again
+                log.warning("Kafka sink: refreshing the batch marker failed: %s", error)
+                self.abort_open()
+
+    def _metadata(self, batch_id: int) -> str:
+        return json.dumps({"query": self._query_id, "batch": batch_id})
+
+    def close(self) -> None:
+        """Release the clients; an open transaction is aborted. Idempotent; tolerates a
+        fenced or broken producer."""
+        self._stopping.set()
+        with self._lock:
+            if self._pid != os.getpid():
+                return  # made in another process: not ours to touch
+            self.abort_open()
+            self._drop()
+
+    def _call(self, call: Callable[[], Any], what: str) -> Any:
+        """Run a transactional call; its errors become :class:`SinkError`s that say what to
+        do (fenced: another writer; retriable: the batch is retried with a new producer)."""
+        try:
+            try:
+                return call()
+            except SystemError as wrapped:
+                # confluent-kafka: a fatal error raised while a delivery callback runs
+                # surfaces as a SystemError, with the KafkaException as its context or
+                # lost; the next transactional call then raises it
+                inner = wrapped.__cause__ or wrapped.__context__
+                if isinstance(inner, KafkaException):
+                    raise inner from None
+                self._probe(what)
+                self._drop()
+                raise SinkError(
+                    f"Kafka {what} failed without an error from the client; the batch is "
+                    "retried with a new producer"
+                ) from RetriableError(str(wrapped))
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() in _FENCED:
+                self._drop()
+                raise SinkError(
+                    f"Kafka producer fenced during {what}: another writer with "
+                    f"transactional.id '{self.transactional_id}' started (is this query "
+                    f"running twice?): {error.str()} [{error.name()}]"
+                ) from exc
+            if error.fatal():
+                self._drop()
+                raise SinkError(
+                    f"Kafka producer failed fatally during {what}: {error.str()} "
+                    f"[{error.name()}]; the batch is retried with a new producer"
+                ) from RetriableError(error.str())
+            if error.txn_requires_abort():
+                self.abort_open()
+                raise SinkError(
+                    f"Kafka transaction aborted at {what}: {error.str()} [{error.name()}]; "
+                    "the batch is retried"
+                ) from RetriableError(error.str())
+            self._drop()
+            text = f"Kafka {what} failed: {error.str()} [{error.name()}]"
+            if is_transient(error):
+                raise SinkError(f"{text}; the batch is retried") from RetriableError(error.str())
+            raise SinkError(text) from exc
+
+    def _probe(self, what: str) -> None:
+        """After a client call failed without saying why: abort the transaction, which
+        raises the producer's error (fenced, fatal) if it has one."""
+        producer = self._producer
+        if producer is None or not self._open:
+            return
+        producer.abort_transaction(self._timeout)  # a KafkaException goes to _call's handler
+        self._open = False
+        self._drop()
+        raise SinkError(
+            f"Kafka {what} failed without an error from the client; the transaction is "
+            "aborted and the batch is retried"
+        ) from RetriableError(what)
+
+    # -- the marker and the record --------------------------------------------------------------
+    def _read_marker(self) -> int | None:
+        """The last batch the marker records, ``None`` when the group has none."""
+        try:
+            found = self._consumer.committed(
+                [TopicPartition(self.marker_topic, 0)], timeout=self._timeout
+            )
+        except KafkaException as exc:
+            error = exc.args[0]
+            self._drop()
+            raise SinkError(
+                f"Reading the batch marker of group '{self.group}' failed: {error.str()} "
+                f"[{error.name()}]; the batch is retried"
+            ) from RetriableError(error.str())
+        offset = found[0].offset
+        return offset - 1 if offset >= 1 else None
+
+    def _recover(self, marker: int | None, batch_id: int) -> int | None:
+        """The last applied batch, from the marker or (when it is missing) the record."""
+        last_committed = self._last_committed
+        if marker is not None:
+            if last_committed is not None and marker > last_committed + 1:
+                raise SinkError(
+                    f"The batch marker of group '{self.group}' says batch {marker} was "
+                    f"written, but this checkpoint committed only up to batch "
+                    f"{last_committed}: the topic holds batches this checkpoint never "
+                    "committed (a restored older checkpoint, or another query with the same "
+                    "id). Start a new query (a new checkpoint) to write to this topic again"
+                )
+            return marker
+        record = self._read_record()
+        if record is None:
+            if last_committed is not None:
+                log.warning(
+                    "Kafka sink: no batch marker in group '%s' and no record in the "
+                    "checkpoint's state; batches up to %d are taken as applied (the "
+                    "checkpoint's commit log)",
+                    self.group,
+                    last_committed,
+                )
+            return last_committed
+        recorded, phase = int(record["batch"]), record.get("phase")
+        if phase == "committed":
+            log.warning(
+                "Kafka sink: the batch marker of group '%s' is missing (expired after "
+                "offsets.retention.minutes without a commit, or deleted); the checkpoint's "
+                "record says batch %d was committed last: continuing after it",
+                self.group,
+                recorded,
+            )
+            return recorded
+        previous = record.get("previous")
+        if batch_id != recorded:
+            return recorded if batch_id < recorded else previous
+        age = time.time() - float(record.get("at", 0))
+        if previous is None and age < RETENTION_SECONDS:
+            return None  # no marker was ever committed, and one for this batch would be here
+        return self._unknown(recorded, previous, age)
+
+    def _unknown(self, batch_id: int, previous: int | None, age: float) -> int | None:
+        text = (
+            f"Batch {batch_id} was being committed to Kafka when the query stopped "
+            f"{age / 3600:.1f} h ago, and its batch marker (the committed offset of group "
+            f"'{self.group}' for '{self.marker_topic}' partition 0) is gone: Kafka drops "
+            "group offsets offsets.retention.minutes (7 days by default) after the last "
+            "commit, and the group may have been deleted. Whether batch "
+            f"{batch_id} is in the topic cannot be told"
+        )
+        if self._unknown_batch == "rewrite":
+            log.warning("Kafka sink: %s; writing it again (exactlyOnceUnknownBatch=rewrite)", text)
+            return previous
+        if self._unknown_batch == "skip":
+            log.warning("Kafka sink: %s; skipping it (exactlyOnceUnknownBatch=skip)", text)
+            return batch_id
+        raise SinkError(
+            f"{text}. Restart with exactlyOnceUnknownBatch=rewrite (write it again: may "
+            "duplicate it) or exactlyOnceUnknownBatch=skip (may lose it)"
+        )
+
+    def _read_record(self) -> dict[str, Any] | None:
+        if self._state is None:
+            return None
+        record = self._state.read(STATE_FILE)
+        return record if isinstance(record, dict) and "batch" in record else None
+
+    def _record(self, record: dict[str, Any]) -> None:
+        if self._state is not None:
+            self._state.write(STATE_FILE, {**record, "at": time.time()})
+
+
+def _purge(producer: Any) -> None:
+    # Destroy the handle now, in the process that made it: left to the garbage collector,
+    # it could be destroyed in a forked child, where its threads do not exist.
+    producer.purge(True, True, False)
+    producer.close()
+
+
+def _close_consumer(consumer: Any) -> None:
+    consumer.close()
+
+
+def _fatal_cause(error: BaseException) -> KafkaException | None:
+    """The fatal client error behind ``error``, if there is one."""
+    link: BaseException | None = error
+    while link is not None:
+        if isinstance(link, KafkaException) and link.args[0].fatal():
+            return link
+        link = link.__cause__
+    return None
+
+
+def _raise(error: BaseException) -> None:
+    raise error

@@ -1,0 +1,253 @@
+"""``exactlyOnce=true`` against a real broker: a replayed batch is written once for
+read_committed consumers, a second writer of the query fences the first, a lost batch marker
+is detected and handled as documented, and an empty batch commits."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from microbatch import PartContext, SinkError, StateStore, StreamWriter, WriteContext
+from microbatch_kafka.sink import KafkaSink
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _kafka_sink_testing import read_records, run_into_kafka
+
+SCHEMA = pa.schema([("value", pa.string())])
+
+
+class Query:
+    """Writers of one query (one id, one state folder), as its runs make them."""
+
+    def __init__(self, kafka: Any, topic: str, state: StateStore, **options: str) -> None:
+        self.kafka = kafka
+        self.topic = topic
+        self.state = state
+        self.id = f"eos-{uuid.uuid4().hex[:12]}"
+        self.writers: list[StreamWriter] = []
+        self.options = {
+            "kafka.bootstrap.servers": kafka.bootstrap_servers,
+            "topic": topic,
+            "exactlyOnce": "true",
+            **options,
+        }
+
+    @property
+    def group(self) -> str:
+        return f"microbatch-{self.id}-batches"
+
+    def writer(self, last_committed: int | None = None, **options: str) -> StreamWriter:
+        parsed = KafkaSink.options.parse({**self.options, **options}, connector="kafka")
+        context = WriteContext(
+            schema=SCHEMA,
+            query_id=self.id,
+            state=self.state,
+            last_committed_batch_id=last_committed,
+        )
+        writer = KafkaSink(parsed).stream_writer(context)
+        self.writers.append(writer)
+        return writer
+
+    def commit(self, writer: StreamWriter, batch_id: int, values: list[str]) -> None:
+        table = pa.table({"value": values}, schema=SCHEMA)
+        reader = pa.RecordBatchReader.from_batches(SCHEMA, table.to_batches())
+        message = writer.part_writer().write(reader, PartContext(batch_id, 0, 1, self.id))
+        writer.commit([message], batch_id)
+
+    def committed_values(self) -> list[str]:
+        return [r["value"].decode() for r in read_records(self.kafka, self.topic)]
+
+    def marker(self) -> int:
+        consumer = Consumer(self.kafka.client_config(**{"group.id": self.group}))
+        try:
+            return consumer.committed([TopicPartition(self.topic, 0)], timeout=10)[0].offset
+        finally:
+            consumer.close()
+
+    def delete_marker_group(self) -> None:
+        """What Kafka does offsets.retention.minutes after the group's last commit."""
+        futures = self.kafka.admin().delete_consumer_groups([self.group], request_timeout=10)
+        futures[self.group].result()
+
+    def commit_killed_before_kafka_commits(self, batch_id: int, values: list[str]) -> None:
+        """Commit in a forked child that is SIGKILLed at ``commit_transaction``: its records
+        and marker are sent, its transaction is left open (a real crash)."""
+        pid = os.fork()
+        if pid == 0:
+            try:
+                writer = self.writer(last_committed=batch_id - 1 if batch_id else None)
+                transactions = writer._ensure()  # type: ignore[attr-defined]
+                real_call = transactions._call
+
+                def dying(call: Any, what: str) -> Any:
+                    if what == "commit_transaction":
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    return real_call(call, what)
+
+                transactions._call = dying
+                self.commit(writer, batch_id, values)
+            finally:
+                os._exit(3)  # reached only when the kill did not happen
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+
+
+@pytest.fixture
+def query(tmp_path: Path, kafka_service: Any, make_kafka_topic: Any) -> Iterator[Query]:
+    made = Query(kafka_service, make_kafka_topic(2), StateStore(str(tmp_path / "state")))
+    yield made
+    for writer in made.writers:  # as the engine does at the end of every run
+        writer.stop()
+
+
+def test_a_replayed_batch_is_not_written_twice(
+    tmp_path: Path, kafka_service: Any, make_kafka_topic: Any
+) -> None:
+    topic = make_kafka_topic(2)
+    checkpoint = tmp_path / "cp"
+    options = {
+        "kafka.bootstrap.servers": kafka_service.bootstrap_servers,
+        "topic": topic,
+        "exactlyOnce": "true",
+    }
+    batches = [pa.table({"value": [f"{b}-{i}" for i in range(5)]}) for b in range(2)]
+    assert run_into_kafka(batches, options, str(checkpoint)).exception() is None
+    # the sink committed batch 1 but the commit log lost it: the next run replays batch 1
+    (checkpoint / "commits" / "1").unlink()
+    more = [*batches, pa.table({"value": ["2-0"]})]
+    assert run_into_kafka(more, options, str(checkpoint)).exception() is None
+    expected = sorted(v for table in more for v in table.column("value").to_pylist())
+    seen = [r["value"].decode() for r in read_records(kafka_service, topic)]
+    assert sorted(seen) == expected
+    # not even sent again: read_uncommitted readers see each record once too
+    uncommitted = read_records(kafka_service, topic, isolation="read_uncommitted")
+    assert sorted(r["value"].decode() for r in uncommitted) == expected
+
+
+def test_a_second_writer_of_the_query_fences_the_first(query: Query) -> None:
+    first = query.writer()
+    query.commit(first, 0, ["a"])
+    second = query.writer(last_committed=0)
+    query.commit(second, 1, ["b"])
+    with pytest.raises(SinkError) as raised:
+        query.commit(first, 2, ["zombie"])
+    assert f"transactional.id 'microbatch-{query.id}'" in str(raised.value)
+    assert "is this query running twice?" in str(raised.value)
+    first.stop()
+    first.stop()
+    query.commit(second, 2, ["c"])
+    assert sorted(query.committed_values()) == ["a", "b", "c"]
+    second.stop()
+
+
+def test_an_empty_batch_commits_its_marker(query: Query) -> None:
+    writer = query.writer()
+    writer.commit([], 0)
+    assert query.marker() == 1
+    query.commit(writer, 1, [])
+    assert query.marker() == 2
+    query.commit(writer, 2, ["x"])
+    writer.commit([], 0)  # a replay of an applied batch: skipped, the marker stays
+    assert query.marker() == 3
+    assert query.committed_values() == ["x"]
+
+
+def test_a_lost_marker_after_a_committed_batch_is_recovered_from_the_state(
+    query: Query, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = query.writer()
+    query.commit(writer, 0, ["a"])
+    query.commit(writer, 1, ["b"])
+    writer.stop()
+    query.delete_marker_group()
+    assert query.marker() < 0
+    again = query.writer(last_committed=0)
+    with caplog.at_level(logging.WARNING, logger="microbatch.kafka.sink"):
+        query.commit(again, 1, ["b"])  # replayed after the loss: still applied once
+    assert "is missing (expired after offsets.retention.minutes" in caplog.text
+    assert "batch 1 was committed last" in caplog.text
+    query.commit(again, 2, ["c"])
+    assert sorted(query.committed_values()) == ["a", "b", "c"]
+    assert query.marker() == 3
+
+
+def test_the_first_batch_killed_inside_its_commit_is_written_once(query: Query) -> None:
+    query.commit_killed_before_kafka_commits(0, ["a", "b"])
+    writer = query.writer()
+    query.commit(writer, 0, ["a", "b"])  # no marker yet: it never committed
+    assert sorted(query.committed_values()) == ["a", "b"]
+
+
+@pytest.mark.parametrize("policy", ["fail", "rewrite", "skip"])
+def test_a_lost_marker_of_a_batch_being_committed_is_reported(query: Query, policy: str) -> None:
+    first = query.writer()
+    query.commit(first, 0, ["a"])
+    first.stop()
+    query.commit_killed_before_kafka_commits(1, ["b"])
+    query.delete_marker_group()  # as if the query stayed down beyond the retention
+    writer = query.writer(last_committed=0, exactlyOnceUnknownBatch=policy)
+    if policy == "fail":
+        with pytest.raises(SinkError) as raised:
+            query.commit(writer, 1, ["b"])
+        text = str(raised.value)
+        assert "Batch 1 was being committed to Kafka when the query stopped" in text
+        assert f"group '{query.group}'" in text and "offsets.retention.minutes" in text
+        assert "exactlyOnceUnknownBatch=rewrite" in text and "exactlyOnceUnknownBatch=skip" in text
+        assert query.committed_values() == ["a"]
+        return
+    query.commit(writer, 1, ["b"])
+    expected = ["a", "b"] if policy == "rewrite" else ["a"]
+    assert sorted(query.committed_values()) == expected
+    query.commit(writer, 2, ["c"])
+    assert sorted(query.committed_values()) == [*expected, "c"]
+
+
+def test_a_killed_commit_is_settled_by_the_next_writer(query: Query) -> None:
+    first = query.writer()
+    query.commit(first, 0, ["a"])
+    query.commit_killed_before_kafka_commits(1, ["b"])
+    assert query.committed_values() == ["a"]  # the open transaction is invisible
+    writer = query.writer(last_committed=0)
+    query.commit(writer, 1, ["b"])
+    assert sorted(query.committed_values()) == ["a", "b"]
+    first.stop()
+
+
+def test_a_marker_ahead_of_the_checkpoint_is_refused(query: Query) -> None:
+    writer = query.writer()
+    for batch_id in range(3):
+        query.commit(writer, batch_id, [str(batch_id)])
+    restored = query.writer(last_committed=0)  # an older copy of the checkpoint
+    with pytest.raises(SinkError, match="this checkpoint committed only up to batch 0"):
+        query.commit(restored, 1, ["1"])
+
+
+def test_a_missing_marker_topic_is_a_clear_error(query: Query) -> None:
+    writer = query.writer(exactlyOnceMarkerTopic=f"absent-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(SinkError, match=r"exactly-once marker topic 'absent-.*' does not exist"):
+        query.commit(writer, 0, ["a"])
+
+
+def test_a_running_query_without_batches_commits_its_marker_again(query: Query) -> None:
+    writer = query.writer()
+    transactions = writer._ensure()  # type: ignore[attr-defined]
+    transactions._refresh_seconds = 0.4  # a day in production
+    query.commit(writer, 0, ["a"])
+    query.delete_marker_group()  # as retention would, were it not refreshed
+    deadline = time.monotonic() + 10
+    while query.marker() != 1:
+        assert time.monotonic() < deadline, "the marker was not committed again"
+        time.sleep(0.1)
+    query.commit(writer, 0, ["a"])  # still known as applied
+    assert query.committed_values() == ["a"]

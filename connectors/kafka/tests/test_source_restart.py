@@ -1,0 +1,125 @@
+"""A broker stopped and started again under a running query: retried, nothing lost or doubled.
+
+These tests stop the broker, so they need a provider that owns it
+(``MICROBATCH_SERVICES=local`` or ``docker``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import microbatch as mb
+from microbatch.errors import StreamingQueryException
+
+FAST_FAILURE = {
+    "kafka.socket.timeout.ms": "2000",
+    "kafka.reconnect.backoff.max.ms": "200",
+    "kafkaConsumer.pollTimeoutMs": "2000",
+}
+
+
+@pytest.fixture
+def restartable(kafka_service: Any) -> Any:
+    if not kafka_service.can_restart:
+        pytest.skip(
+            f"the {kafka_service.provider} Kafka provider cannot stop its broker: run with "
+            "MICROBATCH_SERVICES=local"
+        )
+    return kafka_service
+
+
+@pytest.fixture
+def session() -> Iterator[mb.Session]:
+    with mb.Session() as made:
+        made.conf.set("batchRetryBackoff", "100ms")
+        yield made
+
+
+def _start(session: mb.Session, options: dict[str, Any], checkpoint: str) -> Any:
+    return (
+        session.read_stream.format("kafka")
+        .options(**options)
+        .load()
+        .write_stream.format("memory")
+        .query_name("restarted")
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+
+
+def test_a_query_rides_through_a_broker_restart(
+    restartable: Any,
+    make_kafka_topic: Any,
+    produce_each: Any,
+    source_options: Any,
+    session: mb.Session,
+    offsets_of: Any,
+    tmp_path: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    session.conf.set("maxBatchRetries", 30)
+    topic = make_kafka_topic(2)
+    produce_each(topic, 2, 5)
+    options = source_options(subscribe=topic, startingOffsets="earliest", **FAST_FAILURE)
+    query = _start(session, options, str(tmp_path / "checkpoint"))
+    try:
+        assert query.process_all_available(timeout=30)
+        with caplog.at_level(logging.WARNING), restartable.stopped():
+            time.sleep(1)  # the query's look-ups fail meanwhile, and are retried
+            assert query.is_active, f"the query stopped: {query.exception()!r}"
+        produce_each(topic, 2, 5, first=5)
+        assert query.process_all_available(timeout=90)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert "failed with a retriable error" in caplog.text
+    assert offsets_of(session.table("restarted")) == {0: list(range(10)), 1: list(range(10))}
+
+
+def test_a_query_out_of_retries_fails_clearly_and_resumes_after_a_restart(
+    restartable: Any,
+    make_kafka_topic: Any,
+    produce_each: Any,
+    source_options: Any,
+    session: mb.Session,
+    offsets_of: Any,
+    tmp_path: Any,
+) -> None:
+    session.conf.set("maxBatchRetries", 0)
+    topic = make_kafka_topic(2)
+    produce_each(topic, 2, 3)
+    options = source_options(subscribe=topic, startingOffsets="earliest", **FAST_FAILURE)
+    checkpoint = str(tmp_path / "checkpoint")
+    query = _start(session, options, checkpoint)
+    try:
+        assert query.process_all_available(timeout=30)
+        with restartable.stopped():
+            with contextlib.suppress(StreamingQueryException):  # it fails: that is the point
+                query.await_termination(timeout=30)
+            assert not query.is_active, "the query went on without a broker and without retries"
+    finally:
+        query.stop()
+    error = query.exception()
+    assert error is not None
+    text = repr(error) + "".join(getattr(error, "__notes__", []))
+    chain: BaseException | None = error
+    while chain is not None:
+        text += str(chain) + "".join(getattr(chain, "__notes__", []))
+        chain = chain.__cause__
+    assert "Kafka" in text
+    assert "maxBatchRetries is 0" in text
+    produce_each(topic, 2, 3, first=3)
+    session.conf.set("maxBatchRetries", 30)  # the restarted broker elects its leaders first
+    again = _start(session, options, checkpoint)
+    try:
+        assert again.process_all_available(timeout=60)
+    finally:
+        again.stop()
+    assert again.exception() is None
+    assert offsets_of(session.table("restarted")) == {0: list(range(6)), 1: list(range(6))}

@@ -4,10 +4,10 @@ A producer in a child process sends 1,000 records a second (``linger.ms=0``), ea
 starting with its send time (``time.time_ns()``, 19 digits) and padded to 100 bytes, into a
 new 3-partition topic for ``--seconds``. Two readers read it at the same time, from its end:
 
-- ``plain``: one confluent-kafka consumer assigned every partition, ``poll(0.1)`` in a loop on
-  a thread of its own (``consume(n, timeout)`` would wait for ``n`` records or the timeout);
-  a record's arrival is when ``poll`` returned it: what the producer, the broker and the
-  client take;
+- ``plain``: one confluent-kafka consumer assigned every partition, ``poll(0.1)`` in a loop in
+  a child process of its own (so that it never waits for the query's threads to release the
+  GIL; ``consume(n, timeout)`` would wait for ``n`` records or the timeout); a record's arrival
+  is when ``poll`` returned it: what the producer, the broker and the client take;
 - ``microbatch``: ``format("kafka")`` (``startingOffsets=latest``, the default) into
   ``foreach_batch`` with the default trigger; a record's arrival is when the function received
   its batch.
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
 import subprocess
 import sys
@@ -131,35 +132,64 @@ def wait_for(arrivals: Arrivals, count: int, timeout: float) -> None:
         time.sleep(0.05)
 
 
+def consume(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float) -> None:
+    """The plain consumer (a child process): assigned at the end of every partition, it prints
+    ``ready``, then records when ``poll`` returns each record until ``expected`` arrived or
+    ``timeout`` seconds passed, and prints ``[[sent_ns, arrived_ns], ...]`` as JSON."""
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-latency-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    consumer.poll(0.5)  # fetching at the end before anything is sent
+    print("ready", flush=True)
+    samples: list[tuple[int, int]] = []
+    deadline = time.monotonic() + timeout
+    while len(samples) < expected and time.monotonic() < deadline:
+        message = consumer.poll(0.1)
+        arrived = time.time_ns()
+        if message is not None and message.error() is None:
+            samples.append((int(message.value()[:STAMP_DIGITS]), arrived))
+    consumer.close()
+    print(json.dumps(samples))
+
+
 class PlainConsumer:
-    """A confluent-kafka consumer on a thread of its own, assigned at the end of every
-    partition, recording when ``poll`` returns each record."""
+    """The plain consumer in a process of its own, so that it never waits for the query's
+    Python threads (the GIL) in this one."""
 
-    def __init__(self, service: KafkaService, topic: str, partitions: int) -> None:
-        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
-
-        self.arrivals = Arrivals()
-        self._consumer = Consumer(
-            service.client_config(
-                **{"group.id": f"bench-latency-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}
-            )
+    def __init__(self, service: KafkaService, topic: str, partitions: int, expected: int) -> None:
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--consume",
+                service.bootstrap_servers,
+                topic,
+                str(partitions),
+                str(expected),
+                "120",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="plain-consumer")
-        self._thread.start()
+        assert self._process.stdout is not None
+        if self._process.stdout.readline().strip() != "ready":
+            raise SystemExit("the plain consumer did not start")
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            message = self._consumer.poll(0.1)
-            arrived = time.time_ns()
-            if message is not None and message.error() is None:
-                self.arrivals.add([message.value()], arrived)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._consumer.close()
+    def arrivals(self) -> Arrivals:
+        """Every record it received (waits for it to end)."""
+        out, _ = self._process.communicate(timeout=180)
+        if self._process.returncode != 0:
+            raise SystemExit(f"the plain consumer failed with status {self._process.returncode}")
+        arrivals = Arrivals()
+        arrivals.samples = [(int(a), int(b)) for a, b in json.loads(out.strip().splitlines()[-1])]
+        return arrivals
 
 
 def run(
@@ -175,7 +205,8 @@ def run(
             arrivals.add(table.column("value").to_pylist(), arrived)
 
     session = mb.Session(conf={"noDataProgressEventInterval": "1 hour"})
-    plain = PlainConsumer(service, topic, partitions)
+    expected = int(args.rate * args.seconds)
+    plain = PlainConsumer(service, topic, partitions, expected)
     with tempfile.TemporaryDirectory(dir=args.dir) as checkpoint:
         query = (
             session.read_stream.format("kafka")
@@ -192,21 +223,18 @@ def run(
                 raise SystemExit("the query did not reach the end of the topic in 60 s")
             time.sleep(1.0)  # both idle at the end before anything is sent
             producer = start_producer(service, topic, args.rate, args.seconds, args.value_bytes)
-            sampler: Any = (
-                Sampler(skip=("plain-consumer",)) if args.profile else contextlib.nullcontext()
-            )
+            sampler: Any = Sampler() if args.profile else contextlib.nullcontext()
             with sampler:
                 sent = sent_count(producer)
                 wait_for(arrivals, sent, 30)
-                wait_for(plain.arrivals, sent, 30)
+                plain_arrivals = plain.arrivals()
         finally:
             query.stop()
-            plain.close()
         progress = query.recent_progress
     session.stop()
     if isinstance(sampler, Sampler):
         sampler.report()
-    return arrivals, plain.arrivals, sent, progress
+    return arrivals, plain_arrivals, sent, progress
 
 
 def latencies(arrivals: Arrivals, warmup: float) -> list[float]:
@@ -266,7 +294,12 @@ def main() -> None:
     )
     parser.add_argument("--dir", default=str(ROOT / ".bench-work"))
     parser.add_argument("--produce", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--consume", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.consume:
+        bootstrap, topic, partitions, expected, timeout = args.consume
+        consume(bootstrap, topic, int(partitions), int(expected), float(timeout))
+        return
     if args.produce:
         bootstrap, topic, rate, seconds, size = args.produce
         produce(bootstrap, topic, float(rate), float(seconds), int(size))

@@ -4,13 +4,19 @@ it again, and once the broker is back every record is there (exactly once with
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+
+import microbatch as mb
+from microbatch_kafka import _transactions
+from microbatch_testkit._engine import ROWS_FORMAT, RowsSource, ensure_registered
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _kafka_sink_testing import read_records, run_into_kafka
@@ -60,3 +66,56 @@ def test_a_query_rides_through_a_broker_restart(
         assert values == expected
     else:  # at least once: a retried batch may be written twice
         assert sorted(set(values)) == expected
+
+
+def _wait_for_batch(query: Any, batch_id: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while (query.last_progress or {}).get("batchId", -1) < batch_id:
+        assert query.is_active, query.exception()
+        assert time.monotonic() < deadline, f"batch {batch_id} was not committed in time"
+        time.sleep(0.05)
+
+
+def test_a_restarted_exactly_once_query_rides_through_a_broker_restart(
+    tmp_path: Path, restartable: Any, make_kafka_topic: Any
+) -> None:
+    """Run 2 of a checkpoint commits several batches, then the broker goes away: the retried
+    batch reads the marker again, which holds run 2's own batches (not batches "this
+    checkpoint never committed"), and every record is there once."""
+    topic = make_kafka_topic(1)
+    options = {
+        "kafka.bootstrap.servers": restartable.bootstrap_servers,
+        "topic": topic,
+        "exactlyOnce": "true",
+        **FAST,
+    }
+    checkpoint = str(tmp_path / "cp")
+    batches = [pa.table({"value": [f"{b}-{i}" for i in range(5)]}) for b in range(12)]
+    assert run_into_kafka(batches[:2], options, checkpoint).exception() is None  # run 1
+    session = mb.Session(conf={"maxBatchRetries": 30, "batchRetryBackoff": "300 milliseconds"})
+    ensure_registered(session, "source", RowsSource)
+    query = (
+        session.read_stream.format(ROWS_FORMAT)
+        .option("batches", [[table.to_batches()] for table in batches])
+        .option("rowsSchema", batches[0].schema)
+        .load()
+        .write_stream.format("kafka")
+        .options(**options)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processing_time="100 milliseconds")
+        .start()
+    )
+    try:
+        _wait_for_batch(query, 4, 60)  # run 2 committed batches 2, 3 and 4
+        with restartable.stopped():
+            time.sleep(2.5)  # the batches of the outage fail (message.timeout.ms=2000)
+        _wait_for_batch(query, len(batches) - 1, 120)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    retries = sum(progress.get("batchRetries", 0) for progress in query.recent_progress)
+    assert retries >= 1, "a batch of the outage should have failed and been retried"
+    # producers dropped with a transaction open were closed once their successor started
+    assert [pid for pid, _ in _transactions._RETIRED if pid == os.getpid()] == []
+    values = sorted(r["value"].decode() for r in read_records(restartable, topic))
+    assert values == sorted(v for table in batches for v in table.column("value").to_pylist())

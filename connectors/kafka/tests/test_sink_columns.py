@@ -52,7 +52,29 @@ def writer_for(schema: pa.Schema, **options: Any) -> mb.StreamWriter:
         (
             [("value", pa.string()), ("topic", pa.int64())],
             {},
-            "topic attribute unsupported type bigint. topic must be a string",
+            "topic attribute unsupported type bigint. topic must be a(n) string",
+        ),
+        # Spark's order: topic, key, value, headers, partition
+        (
+            [("key", pa.int64()), ("topic", pa.int64())],
+            {},
+            "topic attribute unsupported type bigint. topic must be a(n) string",
+        ),
+        (
+            [("key", pa.int64())],
+            {"topic": "t"},
+            "key attribute unsupported type bigint. key must be a(n) string or binary",
+        ),
+        (
+            [("value", pa.int8()), ("headers", pa.string())],
+            {"topic": "t"},
+            "value attribute unsupported type tinyint. value must be a(n) string or binary",
+        ),
+        (
+            [("value", pa.string()), ("partition", pa.string()), ("headers", pa.string())],
+            {"topic": "t"},
+            "headers attribute unsupported type string. headers must be a(n) "
+            "array<struct<key:string,value:binary>>",
         ),
         (
             [("value", pa.string()), ("partition", pa.string())],
@@ -63,6 +85,17 @@ def writer_for(schema: pa.Schema, **options: Any) -> mb.StreamWriter:
             [("value", pa.string()), ("partition", pa.int64())],
             {"topic": "t"},
             "partition attribute unsupported type bigint. partition must be a(n) int",
+        ),
+        (  # shown as Spark's types, whatever the Arrow encoding
+            [("value", pa.string()), ("headers", pa.large_list(pa.large_string()))],
+            {"topic": "t"},
+            "headers attribute unsupported type array<string>. headers must be a(n) "
+            "array<struct<key:string,value:binary>>",
+        ),
+        (
+            [("value", pa.dictionary(pa.int32(), pa.int64()))],
+            {"topic": "t"},
+            "value attribute unsupported type bigint. value must be a(n) string or binary",
         ),
         (
             [("value", pa.string()), ("headers", pa.list_(pa.string()))],
@@ -88,6 +121,7 @@ def test_a_missing_or_mistyped_column_is_refused_at_start(
     "fields",
     [
         [("value", pa.large_binary()), ("key", pa.large_string())],
+        [("value", pa.dictionary(pa.int32(), pa.string())), ("key", pa.binary_view())],
         [("value", pa.string()), ("topic", pa.int64())],  # the topic option wins: not read
         [("value", pa.binary()), ("partition", pa.int16()), ("headers", HEADERS), ("x", pa.int8())],
     ],
@@ -183,3 +217,27 @@ def test_headers_keys_and_values_round_trip(
         (None, None, None),
     ]
     assert {r["timestamp_type"] for r in records} == {1}  # CreateTime, set by the producer
+
+
+@pytest.mark.parametrize("exactly_once", [False, True])
+def test_dictionary_large_and_view_columns_round_trip(
+    tmp_path: Path, kafka_service: Any, make_kafka_topic: Any, exactly_once: bool
+) -> None:
+    first, second = make_kafka_topic(1), make_kafka_topic(1)
+    table = pa.table(
+        {
+            "value": pa.array(["a", None, "c"], pa.string()).dictionary_encode(),
+            "key": pa.array([b"k", None, b""], pa.binary_view()),
+            "topic": pa.array([first, second, first], pa.large_string()).dictionary_encode(),
+        }
+    )
+    options = {"kafka.bootstrap.servers": kafka_service.bootstrap_servers}
+    if exactly_once:
+        options.update(exactlyOnce="true", exactlyOnceMarkerTopic=first)
+    query = run_into_kafka([table], options, str(tmp_path / "cp"))
+    assert query.exception() is None, query.exception()
+    assert [(r["key"], r["value"]) for r in read_records(kafka_service, first)] == [
+        (b"k", b"a"),
+        (b"", b"c"),
+    ]
+    assert [(r["key"], r["value"]) for r in read_records(kafka_service, second)] == [(None, None)]

@@ -18,7 +18,15 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from microbatch import PartContext, SinkError, StateStore, StreamWriter, WriteContext
+from microbatch import (
+    PartContext,
+    RetriableError,
+    SinkError,
+    StateStore,
+    StreamWriter,
+    WriteContext,
+)
+from microbatch.errors import cause_chain
 from microbatch_kafka.sink import KafkaSink
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -251,3 +259,83 @@ def test_a_running_query_without_batches_commits_its_marker_again(query: Query) 
         time.sleep(0.1)
     query.commit(writer, 0, ["a"])  # still known as applied
     assert query.committed_values() == ["a"]
+
+
+def test_a_retry_after_several_batches_of_a_restarted_run_goes_on(query: Query) -> None:
+    """A restarted run (last committed batch 0) that commits batches 1-3, then drops its
+    producer after a retriable failure: the retry reads the marker (3) again, which is its
+    own work, not batches 'this checkpoint never committed'."""
+    first = query.writer()
+    query.commit(first, 0, ["0"])
+    first.stop()
+    writer = query.writer(last_committed=0)
+    for batch_id in (1, 2, 3):
+        query.commit(writer, batch_id, [str(batch_id)])
+    writer._ensure()._drop()  # type: ignore[attr-defined]  # what every retriable failure does
+    query.commit(writer, 4, ["4"])  # the engine's retry of batch 4
+    query.commit(writer, 3, ["3"])  # and a replay is still skipped
+    assert sorted(query.committed_values()) == ["0", "1", "2", "3", "4"]
+
+
+def test_a_transaction_longer_than_its_timeout_says_so_and_is_retried_once(
+    query: Query,
+) -> None:
+    """The broker aborts a transaction older than transaction.timeout.ms by bumping the
+    producer's epoch, which the producer sees as being fenced. The clock is moved and the
+    epoch bumped by hand (a real fence), rather than waiting for the broker's abort."""
+    from confluent_kafka import Producer
+
+    writer = query.writer(**{"kafka.transaction.timeout.ms": "1000"})
+    transactions = writer._ensure()  # type: ignore[attr-defined]
+    query.commit(writer, 0, ["a"])
+    now = [time.monotonic()]
+    transactions._clock = lambda: now[0]
+    real_call = transactions._call
+
+    def slow_batch(call: Any, what: str) -> Any:
+        if what == "send_offsets_to_transaction":  # the batch took 5 s: the broker aborts it
+            now[0] += 5.0
+            bump = Producer(
+                query.kafka.client_config(**{"transactional.id": f"microbatch-{query.id}"})
+            )
+            bump.init_transactions(10)
+            bump.close()
+        return real_call(call, what)
+
+    transactions._call = slow_batch
+    for attempt in (1, 2):
+        with pytest.raises(SinkError) as raised:
+            query.commit(writer, 1, ["b"])
+        text = str(raised.value)
+        assert "running twice" not in text, text
+        assert "ran 5.0 s, longer than 'kafka.transaction.timeout.ms' (1000 ms)" in text, text
+        retriable = any(isinstance(link, RetriableError) for link in cause_chain(raised.value))
+        assert retriable == (attempt == 1), text  # the same batch again: it would not end
+    transactions._call = real_call
+    query.commit(writer, 1, ["b"])
+    assert sorted(query.committed_values()) == ["a", "b"]
+
+
+def test_the_default_transaction_timeout_is_the_brokers_longest() -> None:
+    from microbatch_kafka._transactions import transactional_config
+
+    assert transactional_config({}, "t")["transaction.timeout.ms"] == 900_000
+    assert (
+        transactional_config({"transaction.timeout.ms": "5000"}, "t")["transaction.timeout.ms"]
+        == "5000"
+    )
+
+
+def test_a_fenced_writer_stays_fenced_and_never_fences_the_live_one(query: Query) -> None:
+    """The zombie learns it is fenced in its idle refresh (which only logs): its next batch
+    must fail as fenced, not make a new producer whose init_transactions() fences the live
+    writer and writes a batch the live writer owns."""
+    first = query.writer()
+    query.commit(first, 0, ["a"])
+    second = query.writer(last_committed=0)
+    query.commit(second, 1, ["b"])  # fences first
+    first._ensure().refresh()  # type: ignore[attr-defined]  # the idle refresh is refused
+    with pytest.raises(SinkError, match=r"is this query running twice\?"):
+        query.commit(first, 2, ["zombie"])
+    query.commit(second, 2, ["c"])  # the live writer was not fenced
+    assert sorted(query.committed_values()) == ["a", "b", "c"]

@@ -10,36 +10,43 @@ write runs no Python per delivered record.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from microbatch import RetriableError, SinkError
+from microbatch import OptionError, RetriableError, SinkError
 
+from ._client_config import PREFIX
 from ._sink_schema import NULL_TOPIC, Layout
 
 __all__ = [
     "CHUNK",
     "Delivery",
-    "cached_producer",
+    "RunProducers",
+    "check_settings",
+    "close_run",
     "flush_and_check",
-    "forget_producer",
     "is_fatal",
     "is_transient",
+    "open_producers",
     "produce_batch",
     "producer_settings",
     "raise_client_error",
+    "run_producers",
 ]
 
 CHUNK = 10_000
 """Rows per ``produce_batch`` call: large enough to amortise the call, small enough to fit
 the producer's queue."""
 _DEFAULT_QUEUE = 100_000  # librdkafka's queue.buffering.max.messages
+_DEFAULT_QUEUE_KBYTES = 1_048_576  # librdkafka's queue.buffering.max.kbytes
 _DEFAULT_DELIVERY_MS = 300_000  # librdkafka's message.timeout.ms
 
 
@@ -59,44 +66,138 @@ def producer_settings(user: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-_PRODUCERS: dict[tuple[Any, ...], Producer] = {}
-_PRODUCERS_LOCK = threading.Lock()
+def check_settings(
+    config: Mapping[str, Any], user: Mapping[str, Any], secrets: Sequence[str]
+) -> None:
+    """Raise :class:`OptionError` when librdkafka refuses producer ``config`` (an unknown
+    name, a bad value), naming the ``kafka.`` option of ``user`` (the user's settings) at
+    fault. The client is built without ``bootstrap.servers`` (it asks no broker; its
+    threads end before this returns) and closed at once."""
+    trial = {k: v for k, v in config.items() if k != "bootstrap.servers"}
+    trial["log_level"] = 0  # no "no bootstrap.servers" notice
+    problem = _refusal(trial)
+    if problem is None:
+        return
+    culprits = [key for key in user if f'"{key}"' in problem]
+    if not culprits:  # librdkafka may name an alias (linger.ms: queue.buffering.max.ms)
+        culprits = [
+            key
+            for key, value in user.items()
+            if key != "bootstrap.servers" and _refusal({key: value, "log_level": 0})
+        ]
+    for secret in secrets:
+        problem = problem.replace(secret, "***")
+    if len(culprits) == 1:
+        raise OptionError(
+            f"Kafka option '{PREFIX}{culprits[0]}' is refused by the Kafka client: {problem}"
+        )
+    raise OptionError(f"The Kafka options (kafka.*) are refused by the Kafka client: {problem}")
 
 
-def cached_producer(settings: Mapping[str, Any]) -> Producer:
-    """The process-local producer for ``settings``, one per thread.
+def _refusal(config: Mapping[str, Any]) -> str | None:
+    try:
+        producer = Producer(dict(config))
+    except KafkaException as exc:
+        return str(exc.args[0].str())
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    producer.close()
+    return None
 
-    Keyed by the settings, the process id and the thread: a forked child never touches the
-    parent's handles (librdkafka's threads do not survive a fork; the inherited objects are
-    kept referenced, never destroyed, in the child), and each thread's ``flush()`` serves the
-    delivery reports of its own records only. Producers live as long as the process.
+
+class RunProducers:
+    """The at-least-once producers of one query run in one process: one per thread that
+    writes parts, made when it first writes, all closed by :meth:`close`.
+
+    One per thread, not one shared: a thread's ``flush()`` then waits for, and serves the
+    delivery reports of, its own part's records only, so a part's check never returns before
+    a failed report of its records was counted (with a shared producer, another thread could
+    be running that report's callback when this thread's ``flush()`` returns).
     """
-    key = (
-        tuple(sorted((str(k), str(v)) for k, v in settings.items())),
-        os.getpid(),
-        threading.get_ident(),
-    )
-    with _PRODUCERS_LOCK:
-        producer = _PRODUCERS.get(key)
-        if producer is None:
-            producer = Producer(dict(settings))
-            _PRODUCERS[key] = producer
-        return producer
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = dict(settings)
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self._by_thread: dict[int, Producer] = {}
+
+    def get(self) -> Producer:
+        """This thread's producer (made now if it has none)."""
+        thread = threading.get_ident()
+        with self._lock:
+            producer = self._by_thread.get(thread)
+            if producer is None:
+                producer = Producer(dict(self.settings))
+                self._by_thread[thread] = producer
+            return producer
+
+    def forget(self) -> None:
+        """Destroy this thread's producer (after a fatal error: librdkafka refuses every
+        later call of that handle); the thread's next write makes a new one."""
+        with self._lock:
+            producer = self._by_thread.pop(threading.get_ident(), None)
+        if producer is not None:
+            _close(producer)
+
+    def close(self) -> None:
+        """Destroy every producer of the run, dropping what they still hold (a clean batch
+        was flushed before it returned: anything left belongs to a failed one)."""
+        with self._lock:
+            producers, self._by_thread = list(self._by_thread.values()), {}
+        for producer in producers:
+            _close(producer)
+
+    def __len__(self) -> int:
+        return len(self._by_thread)
 
 
-def forget_producer(settings: Mapping[str, Any]) -> None:
-    """Drop this thread's cached producer for ``settings`` (after a fatal error: librdkafka
-    refuses every later call of that handle). It is destroyed here, in its own process."""
-    key = (
-        tuple(sorted((str(k), str(v)) for k, v in settings.items())),
-        os.getpid(),
-        threading.get_ident(),
-    )
-    with _PRODUCERS_LOCK:
-        producer = _PRODUCERS.pop(key, None)
-    if producer is not None:
+def _close(producer: Producer) -> None:
+    try:
         producer.purge(True, True, False)
         producer.close()
+    except Exception:  # already broken: nothing more to release
+        pass
+
+
+_RUNS: dict[tuple[str, int], RunProducers] = {}
+_RUNS_LOCK = threading.Lock()
+
+
+def run_producers(run: str, settings: Mapping[str, Any]) -> RunProducers:
+    """The producers of run ``run`` in this process (a forked child gets its own: it
+    never calls, nor destroys, the handles it inherited, whose threads did not survive the
+    fork)."""
+    key = (run, os.getpid())
+    with _RUNS_LOCK:
+        producers = _RUNS.get(key)
+        if producers is None:
+            producers = _RUNS[key] = RunProducers(settings)
+        return producers
+
+
+def close_run(run: str) -> None:
+    """Close the producers of run ``run`` in this process (the stream writer's ``stop()``)."""
+    with _RUNS_LOCK:
+        producers = _RUNS.pop((run, os.getpid()), None)
+    if producers is not None:
+        producers.close()
+
+
+def open_producers() -> int:
+    """How many at-least-once producers this process holds open."""
+    with _RUNS_LOCK:
+        return sum(len(p) for (_, pid), p in _RUNS.items() if pid == os.getpid())
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Part writers whose run was not stopped in this process (pickled to another one)
+    close their producers when it exits."""
+    with _RUNS_LOCK:
+        mine = [key for key in _RUNS if key[1] == os.getpid()]
+        runs = [_RUNS.pop(key) for key in mine]
+    for producers in runs:
+        producers.close()
 
 
 def is_fatal(error: BaseException) -> bool:
@@ -115,41 +216,60 @@ def is_fatal(error: BaseException) -> bool:
 class Delivery:
     """Failed delivery reports of one write: the first one and how many.
 
-    The callback calls no function: confluent-kafka may run it while a fatal client error is
-    pending, and any C call would then fail with a ``SystemError`` that hides that error.
-    Reports of one producer are served by the thread that flushes it (one producer per
-    thread), so the counting needs no lock.
+    A record purged from the producer's queue (``_PURGE_QUEUE``, ``_PURGE_INFLIGHT``) was
+    not refused by Kafka: librdkafka purges the rest of a transaction that failed, and the
+    sink purges a producer it drops. The first other failure is reported in preference, and
+    inside a transaction (``transactional``) a purge alone aborts and retries the batch.
+
+    The callback calls no function but ``code()``: confluent-kafka may run it while a fatal
+    client error is pending, and any producer call would then fail with a ``SystemError``
+    that hides that error. Reports of one write are served by the thread that flushes it,
+    so the counting needs no lock.
     """
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, *, transactional: bool = False) -> None:
         self.where = where
+        self.transactional = transactional
         self.failed = 0
         self.first: tuple[KafkaError, Any] | None = None
+        self.first_purge: tuple[KafkaError, Any] | None = None
 
     def __call__(self, error: KafkaError | None, message: Any) -> None:
         if error is None:
             return
         self.failed += 1
-        if self.first is None:
+        if error.code() in _PURGED:
+            if self.first_purge is None:
+                self.first_purge = (error, message)
+        elif self.first is None:
             self.first = (error, message)
 
     def check(self) -> None:
         """Raise the first failure as a :class:`SinkError` (from a ``RetriableError`` when
-        :func:`is_transient`)."""
-        if self.first is None:
+        :func:`is_transient`, or for a purge inside a transaction)."""
+        reported = self.first or self.first_purge
+        if reported is None:
             return
-        error, message = self.first
+        error, message = reported
         topic = message.topic() if message is not None else None
         partition = message.partition() if message is not None else None
         where = f"topic '{topic}'" + (
             f" partition {partition}" if partition is not None and partition >= 0 else ""
         )
-        raise_client_error(
-            error,
-            f"Kafka could not deliver {self.failed} record(s) of {self.where}; the first to "
-            f"{where}",
+        what = (
+            f"Kafka could not deliver {self.failed} record(s) of {self.where}; the first to {where}"
         )
+        if self.first is None and self.transactional:  # purged by a failed transaction
+            raise SinkError(
+                f"{what}: {error.str()} [{error.name()}]; the transaction is aborted and the "
+                "batch is retried"
+            ) from RetriableError(error.str())
+        raise_client_error(error, what)
 
+
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+"""Delivery report codes of records purged from the producer (never sent, or their
+outcome not waited for), not refused by Kafka."""
 
 _TRANSIENT = frozenset(
     {
@@ -228,14 +348,63 @@ def produce_batch(
     else:
         assert layout.default_topic is not None
         groups = [(layout.default_topic, batch)]
+    room = _Room(producer, settings)
     for topic, rows in groups:
         if layout.headers or _explicit_partitions(rows, layout):
             # produce_batch sends no headers, and (confluent-kafka 2.16) ignores a message's
             # own 'partition': one produce() per row then
-            _produce_rows(producer, topic, rows, layout, delivery)
+            _produce_rows(producer, topic, rows, layout, delivery, room)
         else:
-            _produce_chunks(producer, topic, rows, layout, delivery, _queue_limit(settings))
+            _produce_chunks(producer, topic, rows, layout, delivery, room)
     return batch.num_rows
+
+
+class _Room:
+    """Waiting for room in the producer's queue, bounded: records leave it when they are
+    delivered or fail (``message.timeout.ms``), so a queue still full after the delivery
+    timeout fails the write (retriable), and a record refused by an empty queue can never
+    fit (larger than ``queue.buffering.max.kbytes``) and fails it at once."""
+
+    def __init__(self, producer: Producer, settings: Mapping[str, Any]) -> None:
+        self.producer = producer
+        self.settings = settings
+        self.limit = _queue_limit(settings)
+        self.patience = delivery_timeout(settings)
+        self.deadline: float | None = None
+
+    def wait(self, topic: str, size: int) -> None:
+        """The queue refused a record of ``size`` bytes: wait a little for room (serving
+        delivery reports), or raise :class:`SinkError` when there will be none."""
+        if len(self.producer) == 0:
+            raw = self.settings.get("queue.buffering.max.kbytes", _DEFAULT_QUEUE_KBYTES)
+            raise SinkError(
+                f"A record of {size} bytes for topic '{topic}' does not fit the producer's "
+                f"queue even when it is empty: 'kafka.queue.buffering.max.kbytes' is {raw} "
+                "(KiB); raise it above the largest record"
+            )
+        self.poll()
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.patience
+        elif now > self.deadline:
+            raise SinkError(
+                f"The producer's queue stayed full for {self.patience:.0f} s (its records "
+                "were neither delivered nor failed); the batch is retried"
+            ) from RetriableError("producer queue full")
+        self.producer.poll(0.1)
+
+    def made(self) -> None:
+        """Some records were queued: the wait starts again."""
+        self.deadline = None
+
+
+def _size(*parts: Any) -> int:
+    """Bytes of a record's parts (keys, values, header names and values)."""
+    return sum(
+        len(part.encode() if isinstance(part, str) else part) for part in parts if part is not None
+    )
 
 
 def _explicit_partitions(rows: pa.RecordBatch, layout: Layout) -> bool:
@@ -266,15 +435,15 @@ def _produce_chunks(
     rows: pa.RecordBatch,
     layout: Layout,
     delivery: Delivery,
-    queue_limit: int,
+    room: _Room,
 ) -> None:
-    chunk = min(CHUNK, queue_limit)
+    chunk = min(CHUNK, room.limit)
     for start in range(0, rows.num_rows, chunk):
         part = rows.slice(start, chunk)
         values = _column(part, "value", True)
         keys = _column(part, "key", layout.key)
         messages = [{"value": v, "key": k} for v, k in zip(values, keys, strict=True)]
-        _enqueue(producer, topic, messages, delivery, queue_limit)
+        _enqueue(producer, topic, messages, delivery, room)
 
 
 def _enqueue(
@@ -282,13 +451,13 @@ def _enqueue(
     topic: str,
     messages: list[dict[str, Any]],
     delivery: Delivery,
-    queue_limit: int,
+    room: _Room,
 ) -> None:
     """``produce_batch`` until every message is queued: a full queue is drained by polling
     and the refused messages are offered again, in order."""
     while messages:
-        while len(producer) and len(producer) + len(messages) > queue_limit:
-            producer.poll(0.1)
+        while len(producer) and len(producer) + len(messages) > room.limit:
+            room.poll()
         queued = producer.produce_batch(topic, messages, on_delivery=delivery)
         if queued == len(messages):
             return
@@ -297,14 +466,22 @@ def _enqueue(
             error = message["_error"]
             if error.code() != KafkaError._QUEUE_FULL:
                 raise_client_error(error, _refused_text(topic, -1))
-        messages = refused
-        for message in messages:
+        for message in refused:
             del message["_error"]
-        producer.poll(0.1)
+        if queued:
+            room.made()
+        first = refused[0]
+        room.wait(topic, _size(first["value"], first["key"]))
+        messages = refused
 
 
 def _produce_rows(
-    producer: Producer, topic: str, rows: pa.RecordBatch, layout: Layout, delivery: Delivery
+    producer: Producer,
+    topic: str,
+    rows: pa.RecordBatch,
+    layout: Layout,
+    delivery: Delivery,
+    room: _Room,
 ) -> None:
     values = _column(rows, "value", True)
     keys = _column(rows, "key", layout.key)
@@ -315,14 +492,19 @@ def _produce_rows(
         if pairs and any(name is None for name, _ in pairs):
             raise SinkError(f"A row for topic '{topic}' has a header with a null key")
         target = -1 if partition is None else partition
+        waited = False
         while True:
             try:
                 producer.produce(topic, value, key, target, delivery, headers=pairs)
                 break
             except BufferError:
-                producer.poll(0.1)
+                waited = True
+                sizes = [_size(name, data) for name, data in pairs or ()]
+                room.wait(topic, _size(value, key) + sum(sizes))
             except KafkaException as exc:
                 raise_client_error(exc.args[0], _refused_text(topic, target))
+        if waited:
+            room.made()
 
 
 def _refused_text(topic: str, partition: int) -> str:

@@ -42,8 +42,10 @@ log = logging.getLogger("microbatch.kafka")
 
 _CHUNK = 10_000
 """Messages asked of one ``consume()`` call (1,000-10,000 is the client's sweet spot)."""
-_BATCH_ROWS = 65_536
-"""Rows gathered before a record batch is yielded: big batches, flat memory."""
+_BATCH_ROWS = 8_192
+"""Rows gathered before a record batch is yielded. Each ``consume()`` chunk becomes Arrow
+columns at once, so that few messages are alive at a time (many live messages slow the
+client); a full chunk is yielded as it is, smaller ones are gathered first."""
 _POLL_SECONDS = 0.5
 _SHORT_GRACE = 5.0
 """Seconds a partition may end before a split's end (a restarted broker's high watermark
@@ -118,6 +120,14 @@ class KafkaSplitReader(mb.SplitReader):
             raise RetriableError(text) from None
 
 
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One record batch of ``batches`` (a copy of their buffers: about 10 ns a row)."""
+    concat = getattr(pa, "concat_batches", None)  # pyarrow 19 and later
+    if concat is not None:
+        return concat(batches)
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
 class _SplitRead:
     """The state of one ``read``: where it is, what it gathered, until when it may wait."""
 
@@ -159,7 +169,8 @@ class _SplitRead:
             lease.tag = None
         else:
             self.seek(self.split.start)
-        gathered: list[Any] = []
+        gathered: list[pa.RecordBatch] = []
+        rows = 0
         overshoot: list[Any] = []
         while not self.done:
             if leftover:
@@ -180,16 +191,19 @@ class _SplitRead:
                     overshoot = messages[cut:]
                     messages = messages[:cut]
                 if messages:
-                    gathered.extend(messages)
+                    gathered.append(
+                        to_batch(messages, self.split.topic, self.split.partition, self.include)
+                    )
+                    rows += len(messages)
                     self.next = messages[-1].offset() + 1
                     if self.next >= end:
                         self.done = True
                 self.deadline = time.monotonic() + self.timeout
             elif not self.done:
                 self._idle()
-            if len(gathered) >= _BATCH_ROWS or (self.done and gathered):
-                yield to_batch(gathered, self.split.topic, self.split.partition, self.include)
-                gathered = []
+            if rows >= _BATCH_ROWS or (self.done and gathered):
+                yield gathered[0] if len(gathered) == 1 else _concat(gathered)
+                gathered, rows = [], 0
         if self.clean:
             # positioned at the end: the next batch's split of this partition starts there
             lease.tag = (self.split.topic, self.split.partition, end)

@@ -33,6 +33,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -50,7 +51,14 @@ from ._producing import (
 )
 from ._sink_schema import Layout
 
-__all__ = ["RETENTION_SECONDS", "STATE_FILE", "Transactions", "marker_group"]
+__all__ = [
+    "RETENTION_SECONDS",
+    "STATE_FILE",
+    "TRANSACTION_TIMEOUT_MS",
+    "Transactions",
+    "marker_group",
+    "transactional_config",
+]
 
 log = logging.getLogger("microbatch.kafka.sink")
 
@@ -62,6 +70,14 @@ REFRESH_SECONDS = 24 * 3600.0
 transaction), so that it does not expire while the query waits for data."""
 TIMEOUT = 60.0
 """Seconds each transactional call may take."""
+CLOSE_TIMEOUT = 10.0
+"""Seconds ``stop()`` waits for the abort of an open transaction (a broker that is away
+would hold the query's stop for the whole call timeout); the next run's
+``init_transactions()`` settles it anyway."""
+TRANSACTION_TIMEOUT_MS = 900_000
+"""The sink's default ``transaction.timeout.ms``: 15 minutes, the broker's default
+``transaction.max.timeout.ms`` (librdkafka's own default, 60 s, aborts a batch that takes
+longer to write)."""
 
 _FENCED = {
     KafkaError._FENCED,
@@ -101,8 +117,27 @@ _PRODUCER_ONLY = {
 # Handles made before a fork: the child keeps them referenced and never calls them
 # (destroying a librdkafka handle whose threads did not survive the fork would hang).
 _INHERITED: list[Any] = []
-# Producers dropped with a transaction open (a retriable failure): kept, not closed.
-_RETIRED: list[Any] = []
+# Producers dropped with a transaction open (a retriable failure), with their process id:
+# closing one then could wait for a broker that is gone (its close() aborts the
+# transaction); they are closed once a newer producer's init_transactions() settled it.
+_RETIRED: list[tuple[int, Any]] = []
+_RETIRED_LOCK = threading.Lock()
+
+
+def transactional_config(settings: Mapping[str, Any], transactional_id: str) -> dict[str, Any]:
+    """The transactional producer's librdkafka settings: the user's, the sink's producer
+    defaults, and ``transaction.timeout.ms`` (default :data:`TRANSACTION_TIMEOUT_MS`)."""
+    config = producer_settings(settings)
+    config.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+    config.update({"transactional.id": transactional_id, "enable.idempotence": True})
+    return config
+
+
+def _millis(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def marker_group(transactional_id: str) -> str:
@@ -129,6 +164,7 @@ class Transactions:
         unknown_batch: str = "fail",
         timeout: float = TIMEOUT,
         refresh_seconds: float = REFRESH_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._settings = dict(settings)
         self.transactional_id = transactional_id
@@ -137,6 +173,8 @@ class Transactions:
         self._query_id = query_id
         self._state = state
         self._last_committed = last_committed_batch_id
+        """The newest batch known committed: the checkpoint's when the run started, then
+        each batch this writer commits."""
         self._unknown_batch = unknown_batch
         self._timeout = timeout
         self._lock = threading.Lock()
@@ -147,6 +185,14 @@ class Transactions:
         self._last: int | None = None
         self._recovered = False
         self._refresh_seconds = refresh_seconds
+        self._clock = clock
+        self._began: float | None = None  # clock() when the open transaction began
+        self._fenced: str | None = None  # why this writer was fenced: it stays so
+        self._timed_out: set[int] = set()  # batches whose transaction outlived its timeout
+        self._batch: int | None = None  # the batch of the open transaction
+        self._transaction_timeout_ms = _millis(
+            transactional_config(settings, transactional_id)["transaction.timeout.ms"]
+        )
         self._last_commit = 0.0  # monotonic time of the last transaction
         self._stopping = threading.Event()
         self._refresher: threading.Thread | None = None
@@ -156,6 +202,7 @@ class Transactions:
         """Write ``tables`` and the marker of ``batch_id`` in one transaction, unless the
         marker says the batch is applied already."""
         with self._lock:
+            self._refuse_if_fenced()
             self._start()
             if not self._recovered:
                 self._last = self._recover(self._read_marker(), batch_id)
@@ -176,6 +223,10 @@ class Transactions:
             self._transaction(tables, layout, batch_id)
             self._record({"batch": batch_id, "phase": "committed"})
             self._last = batch_id
+            # a later recovery in this run (after a retriable failure) must not take the
+            # batches this writer committed for ones the checkpoint never committed
+            if self._last_committed is None or batch_id > self._last_committed:
+                self._last_committed = batch_id
             self._last_commit = time.monotonic()
             self._start_refresher()
 
@@ -184,7 +235,8 @@ class Transactions:
         settings = producer_settings(self._settings)
         self._call(producer.begin_transaction, "begin_transaction")
         self._open = True
-        delivery = Delivery(f"batch {batch_id}")
+        self._began, self._batch = self._clock(), batch_id
+        delivery = Delivery(f"batch {batch_id}", transactional=True)
         try:
             for table in tables:
                 for batch in table.to_batches():
@@ -214,14 +266,16 @@ class Transactions:
         )
         self._call(lambda: producer.commit_transaction(self._timeout), "commit_transaction")
         self._open = False
+        self._began = None
 
-    def abort_open(self) -> None:
+    def abort_open(self, timeout: float | None = None) -> None:
         """Abort the transaction this process has open, if any (best effort)."""
         if not self._open or self._pid != os.getpid():
             return
         try:
-            self._producer.abort_transaction(self._timeout)
+            self._producer.abort_transaction(self._timeout if timeout is None else timeout)
             self._open = False
+            self._began = None
         except KafkaException as exc:
             log.warning("Kafka sink: abort_transaction failed: %s", exc.args[0].str())
             self._drop()  # a new producer's init_transactions() settles it
@@ -236,12 +290,11 @@ class Transactions:
         self._producer = self._consumer = None
         self._open = False
         self._recovered = False
-        config = producer_settings(self._settings)
-        config.update({"transactional.id": self.transactional_id, "enable.idempotence": True})
-        producer = Producer(config)
+        producer = Producer(transactional_config(self._settings, self.transactional_id))
         self._pid = os.getpid()
         self._producer = producer
         self._call(lambda: producer.init_transactions(self._timeout), "init_transactions")
+        _close_retired()  # their transactions are settled, they are fenced: close is quick
         consumer_config = {k: v for k, v in self._settings.items() if k not in _PRODUCER_ONLY}
         consumer_config.update(
             {
@@ -250,8 +303,16 @@ class Transactions:
                 "enable.auto.commit": False,
             }
         )
-        self._consumer = Consumer(consumer_config)
-        topics = self._consumer.list_topics(timeout=self._timeout).topics  # never creates one
+        try:
+            self._consumer = Consumer(consumer_config)
+            topics = self._consumer.list_topics(timeout=self._timeout).topics  # never creates
+        except KafkaException as exc:  # the broker went away after init_transactions()
+            error = exc.args[0]
+            self._drop()
+            text = f"Kafka metadata of the marker group failed: {error.str()} [{error.name()}]"
+            if is_transient(error):
+                raise SinkError(f"{text}; the batch is retried") from RetriableError(error.str())
+            raise SinkError(text) from exc
         if self.marker_topic not in topics:
             self._drop()
             raise SinkError(
@@ -267,11 +328,13 @@ class Transactions:
         if self._open and producer is not None:
             # close() would try to abort the open transaction, which may wait for a broker
             # that is gone: keep the handle (never destroyed in a forked child) instead
-            _RETIRED.append(producer)
+            with _RETIRED_LOCK:
+                _RETIRED.append((os.getpid(), producer))
             producer = None
         self._producer = self._consumer = None
         self._pid = None
         self._open = False
+        self._began = None
         self._recovered = False
         for handle, close in ((producer, _purge), (consumer, _close_consumer)):
             if handle is not None:
@@ -305,6 +368,8 @@ class Transactions:
         with self._lock:
             if self._pid != os.getpid() or self._producer is None or self._last is None:
                 return
+            if self._fenced is not None:
+                return
             producer, last = self._producer, self._last
             try:
                 self._call(producer.begin_transaction, "begin_transaction")
@@ -334,7 +399,7 @@ class Transactions:
         with self._lock:
             if self._pid != os.getpid():
                 return  # made in another process: not ours to touch
-            self.abort_open()
+            self.abort_open(timeout=min(self._timeout, CLOSE_TIMEOUT))
             self._drop()
 
     def _call(self, call: Callable[[], Any], what: str) -> Any:
@@ -359,12 +424,15 @@ class Transactions:
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() in _FENCED:
+                self._timed_out_instead(what, error, exc)
                 self._drop()
-                raise SinkError(
+                # for good: a new producer's init_transactions() would fence the live writer
+                self._fenced = (
                     f"Kafka producer fenced during {what}: another writer with "
                     f"transactional.id '{self.transactional_id}' started (is this query "
                     f"running twice?): {error.str()} [{error.name()}]"
-                ) from exc
+                )
+                raise SinkError(self._fenced) from exc
             if error.fatal():
                 self._drop()
                 raise SinkError(
@@ -382,6 +450,35 @@ class Transactions:
             if is_transient(error):
                 raise SinkError(f"{text}; the batch is retried") from RetriableError(error.str())
             raise SinkError(text) from exc
+
+    def _refuse_if_fenced(self) -> None:
+        if self._fenced is not None:
+            raise SinkError(f"{self._fenced}; this writer stays stopped")
+
+    def _timed_out_instead(self, what: str, error: KafkaError, exc: KafkaException) -> None:
+        """A producer fenced inside a transaction older than ``transaction.timeout.ms`` was
+        most likely aborted by the broker for its age (it bumps the epoch, which the
+        producer sees as a fence): raise that, retriable once per batch (a batch that
+        always takes that long would fail again)."""
+        limit, began, batch = self._transaction_timeout_ms, self._began, self._batch
+        if not self._open or limit is None or began is None or batch is None:
+            return
+        took = self._clock() - began
+        if took * 1000 <= limit:
+            return
+        self._drop()
+        text = (
+            f"Kafka aborted the transaction of batch {batch} during {what}: it ran "
+            f"{took:.1f} s, longer than 'kafka.transaction.timeout.ms' ({limit:.0f} ms), and "
+            f"the broker aborts older transactions ({error.str()} [{error.name()}]). Raise "
+            "kafka.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms, "
+            "15 minutes by default) or write smaller batches (e.g. the source's "
+            "maxOffsetsPerTrigger)"
+        )
+        if batch in self._timed_out:
+            raise SinkError(f"{text}; it timed out twice and is not retried again") from exc
+        self._timed_out.add(batch)
+        raise SinkError(f"{text}; the batch is retried once") from RetriableError(error.str())
 
     def _probe(self, what: str) -> None:
         """After a client call failed without saying why: abort the transaction, which
@@ -491,7 +588,21 @@ def _purge(producer: Any) -> None:
     # Destroy the handle now, in the process that made it: left to the garbage collector,
     # it could be destroyed in a forked child, where its threads do not exist.
     producer.purge(True, True, False)
-    producer.close()
+    with warnings.catch_warnings():  # a fenced producer's close() warns that abort failed
+        warnings.simplefilter("ignore", RuntimeWarning)
+        producer.close()
+
+
+def _close_retired() -> None:
+    """Destroy the retired producers made in this process."""
+    with _RETIRED_LOCK:
+        mine = [entry for entry in _RETIRED if entry[0] == os.getpid()]
+        _RETIRED[:] = [entry for entry in _RETIRED if entry[0] != os.getpid()]
+    for entry in mine:
+        try:
+            _purge(entry[1])
+        except Exception as exc:  # fenced: close() says so, and still releases the handle
+            log.debug("Kafka sink: closing a retired producer: %s", exc)
 
 
 def _close_consumer(consumer: Any) -> None:

@@ -4,11 +4,13 @@ At least once (the default), each part writer produces its rows directly, waits 
 delivery reports and fails the batch on the first failed one; ``commit`` has nothing left to
 do. With ``exactlyOnce=true`` the part writers only select the columns, and ``commit`` writes
 the whole batch in one Kafka transaction together with the batch's marker (see
-``_transactions``). ``confluent_kafka`` is imported only when a batch is written.
+``_transactions``). ``confluent_kafka`` is imported only when a query starts (its client
+checks the ``kafka.*`` settings) or a batch is written, never with the plugin.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +59,7 @@ class KafkaSink(Sink):
         # Spark checks the columns when the query starts: no broker is asked here.
         layout = check_columns(context.schema, self.opts.topic)
         settings = client_settings(self.opts)
+        self._check_settings(settings)
         if not self.opts.exactly_once:
             return KafkaStreamWriter(settings, layout)
         return ExactlyOnceStreamWriter(
@@ -69,6 +72,19 @@ class KafkaSink(Sink):
             unknown_batch=self.opts.exactly_once_unknown_batch,
         )
 
+    def _check_settings(self, settings: Mapping[str, Any]) -> None:
+        """The Kafka client's own checks of the ``kafka.*`` settings, now rather than at the
+        first batch (a client made without a broker address, closed at once)."""
+        from ._producing import check_settings, producer_settings
+
+        if self.opts.exactly_once:
+            from ._transactions import transactional_config
+
+            config = transactional_config(settings, "microbatch-check")
+        else:
+            config = producer_settings(settings)
+        check_settings(config, settings, self.opts.secret_values())
+
 
 @dataclass(frozen=True)
 class Produced(CommitMessage):
@@ -78,12 +94,15 @@ class Produced(CommitMessage):
 
 
 class KafkaPartWriter(PartWriter):
-    """Produces one part with the process's cached producer and waits for its delivery
-    reports. Picklable: holds the settings and the column layout only."""
+    """Produces one part with its thread's producer of the run and waits for its delivery
+    reports. Picklable: holds the settings, the column layout and the run's name only; the
+    producers live in the process (closed by the stream writer's ``stop()`` in the query's
+    process, at exit in another one)."""
 
-    def __init__(self, settings: Mapping[str, Any], layout: Layout) -> None:
+    def __init__(self, settings: Mapping[str, Any], layout: Layout, run: str | None = None) -> None:
         self.settings = dict(settings)
         self.layout = layout
+        self.run = run or uuid.uuid4().hex
 
     def __repr__(self) -> str:  # the settings may hold secrets
         return f"KafkaPartWriter(columns={self.layout.columns})"
@@ -91,16 +110,16 @@ class KafkaPartWriter(PartWriter):
     def write(self, data: pa.RecordBatchReader, part: PartContext) -> Produced:
         from ._producing import (
             Delivery,
-            cached_producer,
             flush_and_check,
-            forget_producer,
             is_fatal,
             produce_batch,
             producer_settings,
+            run_producers,
         )
 
         settings = producer_settings(self.settings)
-        producer = cached_producer(settings)
+        producers = run_producers(self.run, settings)
+        producer = producers.get()
         delivery = Delivery(f"batch {part.batch_id} (part {part.part_index})")
         records = 0
         try:
@@ -111,13 +130,15 @@ class KafkaPartWriter(PartWriter):
             flush_and_check(producer, delivery, settings)
         except SinkError as error:
             if is_fatal(error):  # the handle is dead: the retry gets a new one
-                forget_producer(settings)
+                producers.forget()
             raise
         return Produced(records)
 
 
 class KafkaStreamWriter(StreamWriter):
-    """At least once: the parts are delivered when they return; ``commit`` is a no-op."""
+    """At least once: the parts are delivered when they return; ``commit`` is a no-op.
+    Owns the producers its part writers make in this process, and closes them in
+    :meth:`stop`."""
 
     def __init__(self, settings: Mapping[str, Any], layout: Layout) -> None:
         self._part_writer = KafkaPartWriter(settings, layout)
@@ -127,6 +148,11 @@ class KafkaStreamWriter(StreamWriter):
 
     def commit(self, messages: Sequence[CommitMessage | None], batch_id: int) -> None:
         return None
+
+    def stop(self) -> None:
+        from ._producing import close_run
+
+        close_run(self._part_writer.run)
 
 
 class SelectingPartWriter(PartWriter):

@@ -391,7 +391,10 @@ class SinkContract(ContractBase[Sink, SinkCapabilities]):
             f"{whole.num_rows} rows of batch 0",
         )
         if self._capabilities().guarantee == Guarantee.EXACTLY_ONCE:
-            self.run_batch(self.build(output_mode=mode), 1, [smaller.to_batches()])
+            # the new writer stands for a restarted query, and goes on from here: the first
+            # one is now a zombie that a transactional sink may have fenced
+            writer = self.build(output_mode=mode)
+            self.run_batch(writer, 1, [smaller.to_batches()])
             self.assert_contents(
                 writer,
                 self._expected([whole, smaller], mode),

@@ -42,3 +42,34 @@ def test_consecutive_ranges_reuse_one_consumer(
     finally:
         reader.stop()
     assert POOL.idle_count(reader.settings) == 0  # stop() closes this query's consumers
+
+
+def test_idle_consumers_stop_fetching(
+    make_kafka_topic: Any, produce_each: Any, source_options: Any
+) -> None:
+    """Consumers parked mid-range are unassigned, at most one stays assigned per partition
+    (at the batch's end), and those are paused once the query has been idle a moment."""
+    import time
+
+    topic = make_kafka_topic(3)
+    produce_each(topic, 3, 1000)
+    raw = source_options(
+        subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=500, minPartitions=6
+    )
+    with mb.Session() as session:
+        stream = session.read_stream.format("kafka").options(**raw).load()
+        query = stream.write_stream.format("noop").start()
+        try:
+            assert query.process_all_available(timeout=30)
+            reader = query._engine.job.reader  # type: ignore[union-attr]
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                states = POOL.idle_states(reader.settings)
+                tags = [tag for tag, _paused in states if tag is not None]
+                if tags and all(paused for tag, paused in states if tag is not None):
+                    break
+                time.sleep(0.1)
+            assert sorted(tags) == [(topic, p, 1000) for p in range(3)], states
+            assert all(paused for tag, paused in states if tag is not None), states
+        finally:
+            query.stop()

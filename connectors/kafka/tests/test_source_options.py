@@ -146,7 +146,7 @@ def test_group_ids(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_describe() -> None:
-    assert KafkaSource(_parse(**BOOT, subscribe="a,b")).describe() == "KafkaV2[Subscribe[a,b]]"
+    assert KafkaSource(_parse(**BOOT, subscribe="a,b")).describe() == "KafkaV2[Subscribe[a, b]]"
     pattern = KafkaSource(_parse(**BOOT, subscribePattern="t-.*"))
     assert pattern.describe() == "KafkaV2[SubscribePattern[t-.*]]"
     assign = KafkaSource(_parse(**BOOT, assign='{"t": [1, 0]}'))

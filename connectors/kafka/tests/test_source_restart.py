@@ -123,3 +123,25 @@ def test_a_query_out_of_retries_fails_clearly_and_resumes_after_a_restart(
         again.stop()
     assert again.exception() is None
     assert offsets_of(session.table("restarted")) == {0: list(range(6)), 1: list(range(6))}
+
+
+def test_commit_to_group_does_not_wait_for_a_broker_away(
+    restartable: Any, make_kafka_topic: Any, source_options: Any
+) -> None:
+    """commitOffsetsToGroup is best effort: a broker away must not hold the query's thread."""
+    import uuid
+
+    from microbatch_kafka.source import KafkaSource
+
+    topic = make_kafka_topic(1)
+    raw = source_options(subscribe=topic, commitOffsetsToGroup="true")
+    source = KafkaSource(KafkaSource.options.parse(raw, connector="kafka"))
+    reader = source.stream_reader(mb.ReadContext(schema=source.schema(), query_id=uuid.uuid4().hex))
+    try:
+        reader.commit({topic: {"0": 0}})
+        with restartable.stopped():
+            started = time.monotonic()
+            reader.commit({topic: {"0": 5}})
+            assert time.monotonic() - started < 2
+    finally:
+        reader.stop()

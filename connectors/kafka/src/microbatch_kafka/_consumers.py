@@ -8,6 +8,12 @@ partition, which starts there, finds the records already fetched and needs no se
 reader asking for another position gets an idle consumer that is not assigned, a new one
 (up to ``_MAX_OPEN`` per settings), or else the least recently used one, re-assigned.
 
+An idle consumer assigned to a partition keeps fetching (its prefetch is what lets the next
+split start at once), but not for long: :meth:`ConsumerPool.maintain` (called by the stream
+reader at each trigger) pauses the ones idle for ``_PAUSE_AFTER`` seconds (resumed when
+borrowed) and closes the ones idle for ``_CLOSE_AFTER`` seconds. At most one idle consumer
+stays assigned per partition.
+
 A consumer is never used in another process than the one that opened it (after ``fork`` the
 child opens its own and leaves the inherited ones alone). A consumer whose read failed is
 closed, not given back.
@@ -18,20 +24,34 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["POOL", "ConsumerPool", "Lease", "settings_key"]
+__all__ = ["POOL", "ConsumerPool", "Lease", "settings_key", "with_logger"]
 
 log = logging.getLogger("microbatch.kafka")
+
+
+def with_logger(settings: Mapping[str, str]) -> dict[str, Any]:
+    """``settings`` for a librdkafka consumer whose own log lines go to the
+    ``microbatch.kafka`` logger (at the levels the client maps them to) instead of stderr;
+    they are handed over when the consumer is polled."""
+    return {**settings, "logger": log}
+
 
 SettingsKey = tuple[tuple[str, str], ...]
 Tag = tuple[str, int, int]
 
 _MAX_OPEN = 32
 """Consumers per settings before idle ones are re-assigned instead of new ones opened."""
+_PAUSE_AFTER = 0.5
+"""Seconds an idle assigned consumer keeps fetching before it is paused."""
+_CLOSE_AFTER = 30.0
+"""Seconds an idle consumer is kept open."""
+_MAINTAIN_EVERY = 0.25
 
 
 def settings_key(settings: Mapping[str, str]) -> SettingsKey:
@@ -52,6 +72,10 @@ class Lease:
     consumer: Any
     tag: Tag | None = None
     leftover: list[Any] = field(default_factory=list)
+    parked_at: float = 0.0
+    """When it was given back (``time.monotonic()``)."""
+    paused: bool = False
+    """Whether its partition is paused (it is resumed when borrowed)."""
 
 
 class ConsumerPool:
@@ -63,6 +87,7 @@ class ConsumerPool:
         self._open: dict[tuple[SettingsKey, int], int] = {}
         self.opened = 0
         """Consumers opened by this pool (for tests)."""
+        self._maintained_at = float("-inf")
 
     @contextmanager
     def borrow(self, settings: Mapping[str, str], want: Tag | None = None) -> Iterator[Lease]:
@@ -76,6 +101,12 @@ class ConsumerPool:
                 self._open[key] = self._open.get(key, 0) + 1
         if lease is None:
             lease = self._new(settings, key)
+        elif lease.paused:
+            try:
+                self._resume(lease)
+            except BaseException:
+                self._discard(key, lease)
+                raise
         try:
             yield lease
         except BaseException:
@@ -104,7 +135,7 @@ class ConsumerPool:
         from confluent_kafka import Consumer
 
         try:
-            consumer = Consumer(dict(settings))
+            consumer = Consumer(with_logger(settings))
         except BaseException:
             with self._lock:
                 self._open[key] -= 1
@@ -121,8 +152,79 @@ class ConsumerPool:
             except Exception:  # a consumer that cannot even do that is not worth keeping
                 self._discard(key, lease)
                 return
+        lease.parked_at = time.monotonic()
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            # at most one idle consumer assigned per partition: the newest
+            older = [
+                other
+                for other in idle
+                if lease.tag is not None
+                and other.tag is not None
+                and other.tag[:2] == lease.tag[:2]
+            ]
+            for other in older:
+                idle.remove(other)
+            idle.append(lease)
+        for other in older:
+            self._park_unassigned(key, other)
+
+    def _park_unassigned(self, key: tuple[SettingsKey, int], lease: Lease) -> None:
+        lease.tag, lease.leftover, lease.paused = None, [], False
+        try:
+            lease.consumer.unassign()
+        except Exception:
+            self._discard(key, lease)
+            return
         with self._lock:
             self._idle.setdefault(key, []).append(lease)
+
+    @staticmethod
+    def _resume(lease: Lease) -> None:
+        from confluent_kafka import TopicPartition
+
+        if lease.tag is not None:
+            lease.consumer.resume([TopicPartition(lease.tag[0], lease.tag[1])])
+        lease.paused = False
+
+    def maintain(self, settings: Mapping[str, str]) -> None:
+        """Pause this process's idle consumers with ``settings`` that have been fetching for
+        ``_PAUSE_AFTER`` seconds, close the ones idle for ``_CLOSE_AFTER`` seconds (at most
+        every ``_MAINTAIN_EVERY`` seconds; cheap otherwise)."""
+        now = time.monotonic()
+        if now - self._maintained_at < _MAINTAIN_EVERY:
+            return
+        self._maintained_at = now
+        key = (settings_key(settings), os.getpid())
+        with self._lock:
+            idle = self._idle.get(key, [])
+            stale = [lease for lease in idle if now - lease.parked_at >= _CLOSE_AFTER]
+            fetching = [
+                lease
+                for lease in idle
+                if lease not in stale
+                and lease.tag is not None
+                and not lease.paused
+                and now - lease.parked_at >= _PAUSE_AFTER
+            ]
+            for lease in stale + fetching:
+                idle.remove(lease)
+        for lease in stale:
+            self._discard(key, lease)
+        if not fetching:
+            return
+        from confluent_kafka import TopicPartition
+
+        for lease in fetching:
+            assert lease.tag is not None
+            try:
+                lease.consumer.pause([TopicPartition(lease.tag[0], lease.tag[1])])
+                lease.paused = True
+            except Exception:
+                self._discard(key, lease)
+                continue
+            with self._lock:
+                self._idle.setdefault(key, []).append(lease)
 
     def _discard(self, key: tuple[SettingsKey, int], lease: Lease) -> None:
         with self._lock:
@@ -139,6 +241,12 @@ class ConsumerPool:
                 del self._open[key]
         for lease in idle:
             _close(lease.consumer)
+
+    def idle_states(self, settings: Mapping[str, str]) -> list[tuple[Tag | None, bool]]:
+        """``(tag, paused)`` of each idle consumer with ``settings`` (for tests)."""
+        with self._lock:
+            idle = self._idle.get((settings_key(settings), os.getpid()), [])
+            return [(lease.tag, lease.paused) for lease in idle]
 
     def idle_count(self, settings: Mapping[str, str]) -> int:
         """How many idle consumers with ``settings`` this process holds."""

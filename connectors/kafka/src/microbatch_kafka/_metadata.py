@@ -136,10 +136,10 @@ class Subscription:
         return cls("assign", assigned=tuple(sorted(pairs)))
 
     def describe(self) -> str:
-        """As Spark's strategies print: ``Subscribe[a,b]``, ``SubscribePattern[p]``,
+        """As Spark's strategies print: ``Subscribe[a, b]``, ``SubscribePattern[p]``,
         ``Assign[t-0, t-1]``."""
         if self.kind == "subscribe":
-            return f"Subscribe[{','.join(self.topics)}]"
+            return f"Subscribe[{', '.join(self.topics)}]"
         if self.kind == "pattern":
             return f"SubscribePattern[{self.pattern}]"
         return f"Assign[{', '.join(describe_tp(tp) for tp in self.assigned)}]"
@@ -207,6 +207,12 @@ class KafkaMetadata:
         self._refreshed_at = float("-inf")
         self._missing_warned: set[str] = set()
         self._cluster_topics: dict[str, frozenset[int]] = {}
+        self.topic_ids: dict[str, str] = {}
+        """The id of each topic read, as of the last listing (a topic deleted and created
+        again under its name gets a new one)."""
+        self._suspect: set[str] = set()
+        # topics seen missing (a listing or an offset look-up): listed again at every call
+        # of partitions() until they are back with their id, or taken as deleted
 
     def __repr__(self) -> str:  # never the settings: they may hold secrets
         return f"KafkaMetadata({self.subscription.describe()})"
@@ -240,7 +246,8 @@ class KafkaMetadata:
         """The partitions the subscription reads now; the cluster is asked again when
         ``force`` or when the last answer is older than ``refresh_seconds``."""
         now = self._clock()
-        if force or self._partitions is None or now - self._refreshed_at >= self.refresh_seconds:
+        stale = now - self._refreshed_at >= self.refresh_seconds
+        if force or stale or self._partitions is None or self._suspect:
             self._partitions = self._fetch_partitions()
             self._refreshed_at = self._clock()
         return self._partitions
@@ -263,7 +270,45 @@ class KafkaMetadata:
             cluster[name] = frozenset(topic.partitions)
         self._cluster_topics = cluster
         self._warn_missing(cluster)
-        return self._confirm_vanished(self.subscription.select(cluster))
+        selected = self.subscription.select(cluster)
+        listed = {tp[0] for tp in selected}
+        self._suspect -= self._describe_ids(listed)
+        kept = self._confirm_vanished(selected)
+        self._suspect |= {tp[0] for tp in kept - selected}
+        self._suspect -= {tp[0] for tp in self._deleted}
+        return kept
+
+    def _describe_ids(self, topics: Collection[str]) -> set[str]:
+        """Update :attr:`topic_ids` for ``topics`` (one admin round trip per listing); the
+        topics described. A failure only leaves the ids as they were: they are checked again
+        at the next listing."""
+        described_now: set[str] = set()
+        if not topics:
+            return described_now
+        from confluent_kafka import KafkaException, TopicCollection
+
+        try:
+            futures = self.admin().describe_topics(
+                TopicCollection(sorted(topics)), request_timeout=self.timeout
+            )
+        except (KafkaException, ValueError) as error:
+            log.debug("describing topics for their ids failed: %s", error)
+            return described_now
+        for name, future in futures.items():
+            try:
+                described = future.result()
+            except KafkaException as error:  # deleted since the listing, or not allowed
+                log.debug("describing topic %r for its id failed: %s", name, error)
+                continue
+            if described.topic_id is not None:
+                self.topic_ids[name] = str(described.topic_id)
+                described_now.add(name)
+        return described_now
+
+    @property
+    def suspect(self) -> bool:
+        """Whether a topic read was seen missing and is not back with its id yet."""
+        return bool(self._suspect)
 
     def expect(self, tps: Collection[TopicPartition]) -> None:
         """Partitions the query has read before (its start offsets): one that the cluster
@@ -350,6 +395,9 @@ class KafkaMetadata:
         from confluent_kafka.admin import OffsetSpec
 
         _GONE_CODES = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION)
+        # "No leaders found": the request's topics are not in the client's metadata (every
+        # topic of the request deleted, or not known yet)
+        _NO_LEADERS = KafkaError._NOENT
         level = (
             IsolationLevel.READ_COMMITTED
             if self.isolation == "read_committed"
@@ -382,14 +430,20 @@ class KafkaMetadata:
                         result[tp] = int(future.result().offset)
                     except KafkaException as error:
                         code = error.args[0].code() if error.args else None
-                        if code in _GONE_CODES:
+                        if code in _GONE_CODES or code == _NO_LEADERS:
                             gone.append(tp)
                         elif failure is None:
                             failure = error
             except KafkaException as error:
-                failure = error
+                code = error.args[0].code() if error.args else None
+                if code == _NO_LEADERS:
+                    gone = list(wanted)
+                    result = {}
+                else:
+                    failure = error
             if failure is None and gone:
                 # maybe deleted, maybe not yet known to the leader: ask the cluster
+                self._suspect |= {tp[0] for tp in gone}
                 if self._really_gone(gone):
                     return result
                 failure = KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))

@@ -66,7 +66,8 @@ REFUSED: dict[str, str] = {
 
 def _check_subscribe(value: tuple[str, ...]) -> str | None:
     if not value:
-        return f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'"
+        shown = ",".join(value)  # the value as split: no topic names left in it
+        return f"No topics to subscribe to as specified value for option 'subscribe' is '{shown}'"
     return None
 
 

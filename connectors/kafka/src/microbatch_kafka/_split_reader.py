@@ -78,12 +78,15 @@ def forget_losses(key: str) -> None:
 
 @dataclass(frozen=True)
 class KafkaSplit(mb.Split):
-    """Offsets ``[start, end)`` of partition ``partition`` of ``topic``."""
+    """Offsets ``[start, end)`` of partition ``partition`` of ``topic``; ``last`` when the
+    batch reads nothing of the partition after ``end`` (the next batch's split starts there,
+    so the consumer stays assigned at ``end`` for it)."""
 
     topic: str
     partition: int
     start: int
     end: int
+    last: bool = True
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,7 @@ class _SplitRead:
             if rows >= _BATCH_ROWS or (self.done and gathered):
                 yield gathered[0] if len(gathered) == 1 else _concat(gathered)
                 gathered, rows = [], 0
-        if self.clean:
+        if self.clean and self.split.last:
             # positioned at the end: the next batch's split of this partition starts there
             lease.tag = (self.split.topic, self.split.partition, end)
             lease.leftover = overshoot

@@ -33,7 +33,7 @@ from microbatch.errors import CorruptCheckpointError
 
 from . import _arrow
 from ._client_config import client_settings
-from ._data_loss import CUSTOM_GROUP_ID, check_planned
+from ._data_loss import CUSTOM_GROUP_ID, check_planned, offset_changed
 from ._limits import TriggerDelay, rate_limit, split_ranges
 from ._offsets import (
     PartitionOffsets,
@@ -52,10 +52,14 @@ log = logging.getLogger("microbatch.kafka")
 
 _INITIAL_OFFSET = "initialOffset"
 """The state file holding the first start, resolved (Spark's ``sources/0/0``)."""
+_TOPICS = "topics"
+"""The state file holding the id of each topic read, and where a topic created again starts."""
 _NO_LIMIT = 2**63 - 1
 _EARLIEST_MAX_AGE = 1.0
 _BACKWARDS_GRACE = 5.0
-"""Seconds a batch's planning may reuse the earliest offsets looked up for an earlier one."""
+"""Seconds a partition of an unchanged topic may stay below the query's position (a restarted
+broker catching up) before it counts as offsets that went backwards."""
+_GRACE_POLL = 0.2
 
 
 class KafkaSource(Source):
@@ -166,7 +170,11 @@ class KafkaStreamReader(StreamReader):
         self._committed: PartitionOffsets | None = None
         self._earliest_cache: PartitionOffsets = {}
         self._backwards_since: dict[TopicPartition, float] = {}
+        self._topic_ids: dict[str, str] | None = None
+        self._restarts: dict[TopicPartition, tuple[int, int]] = {}
+        """Partitions of topics created again: ``(old position, where to read instead)``."""
         self._watcher: Any = None
+        self._committer: Any = None
         self._earliest_at = float("-inf")
         self._stopped = False
 
@@ -208,7 +216,10 @@ class KafkaStreamReader(StreamReader):
             self.delay.disable()
 
     def _fetch_latest(self) -> PartitionOffsets:
-        return self.metadata.latest(self.metadata.partitions())
+        latest = self.metadata.latest(self.metadata.partitions())
+        if self.metadata.suspect:  # a topic seen missing: its id again, after its offsets
+            self.metadata.partitions()
+        return latest
 
     def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
         begin = self._offsets(start, "start")
@@ -216,9 +227,13 @@ class KafkaStreamReader(StreamReader):
             end = self._batch_end(begin)
             self._latest = end
             return start if end == begin else to_json_offset(end)
+        from ._consumers import POOL
+
+        POOL.maintain(self.settings)  # idle consumers stop fetching, then close
         self.metadata.expect(begin)
         latest = self._pinned if self._pinned is not None else self._fetch_latest()
-        latest = self._steady(begin, latest)
+        begin = self._check_topic_ids(begin, latest)
+        latest = self._wait_steady(begin, latest)
         self._latest = latest
         end = latest
         if not isinstance(limit, ReadAllAvailable):
@@ -245,13 +260,18 @@ class KafkaStreamReader(StreamReader):
             self._watcher = Watcher(self.settings, self.context.wake)
         self._watcher.arm(latest)
 
-    def _steady(self, begin: PartitionOffsets, latest: PartitionOffsets) -> PartitionOffsets:
+    def _steady(
+        self, begin: PartitionOffsets, latest: PartitionOffsets
+    ) -> tuple[PartitionOffsets, set[TopicPartition]]:
         """``latest``, except that a partition whose latest offset went below the query's
         position is taken as unchanged until it stays so for ``_BACKWARDS_GRACE`` seconds: a
         restarted broker answers with a high watermark that catches up in a moment, which
-        must not read as offsets that went backwards (data loss)."""
+        must not read as offsets that went backwards (data loss). A topic created again has
+        a new id and is reported before this (:meth:`_check_topic_ids`). Also returns the
+        partitions held so."""
         now = time.monotonic()
         steady = dict(latest)
+        held: set[TopicPartition] = set()
         for tp, offset in latest.items():
             position = begin.get(tp)
             if position is None or offset >= position:
@@ -260,7 +280,100 @@ class KafkaStreamReader(StreamReader):
             since = self._backwards_since.setdefault(tp, now)
             if now - since < _BACKWARDS_GRACE:
                 steady[tp] = position
-        return steady
+                held.add(tp)
+        return steady, held
+
+    def _wait_steady(self, begin: PartitionOffsets, latest: PartitionOffsets) -> PartitionOffsets:
+        """:meth:`_steady`; while partitions are held and nothing else is to be read, wait
+        and ask again, so that a run (available-now, once) never ends inside the grace and a
+        partition that stays behind is reported."""
+        while True:
+            steady, held = self._steady(begin, latest)
+            if not held or self._stopped or steady != begin:
+                return steady
+            time.sleep(_GRACE_POLL)
+            fresh = self.metadata.latest(self.metadata.partitions())
+            if self._pinned is not None:  # taken while the broker was catching up
+                self._pinned = {**self._pinned, **{tp: fresh[tp] for tp in held if tp in fresh}}
+                latest = {**latest, **{tp: fresh[tp] for tp in held if tp in fresh}}
+            else:
+                latest = fresh
+
+    # -- topics created again -------------------------------------------------------------
+    def _check_topic_ids(
+        self, begin: PartitionOffsets, latest: PartitionOffsets
+    ) -> PartitionOffsets:
+        """``begin``, where partitions of topics created again start at their new earliest
+        offset. A topic whose id differs from the one the query read is reported as
+        offsets changed (``failOnDataLoss``) at once, however far the new topic has grown."""
+        known = self._known_topic_ids()
+        current = self.metadata.topic_ids
+        changed = False
+        restarts = {tp: pair for tp, pair in self._restarts.items() if begin.get(tp) == pair[0]}
+        if restarts != self._restarts:
+            self._restarts, changed = restarts, True
+        topics = {tp[0] for tp in begin} | {tp[0] for tp in latest}
+        for topic in sorted(topics):
+            now = current.get(topic)
+            if now is None:
+                continue
+            was = known.get(topic)
+            if was is not None and was != now:
+                moved = sorted(tp for tp in begin if tp[0] == topic)
+                earliest = self.metadata.earliest(moved) if moved else {}
+                for tp in moved:
+                    # raises with failOnDataLoss, before the new id is kept
+                    self.loss.report(offset_changed(tp, begin[tp], latest.get(tp, 0)), 0)
+                for tp in moved:
+                    self._restarts[tp] = (begin[tp], earliest.get(tp, 0))
+                log.warning(
+                    "Kafka source %s: topic %r was deleted and created again (its id changed "
+                    "from %s to %s); reading it from its earliest offsets",
+                    self.source.describe(),
+                    topic,
+                    was,
+                    now,
+                )
+            if was != now:
+                known[topic] = now
+                changed = True
+        if changed:
+            self._save_topics(known)
+        return self._with_restarts(begin)
+
+    def _with_restarts(self, begin: PartitionOffsets) -> PartitionOffsets:
+        """``begin`` with the new starts of partitions of topics created again."""
+        if not self._restarts:
+            return begin
+        return {
+            tp: (
+                self._restarts[tp][1]
+                if tp in self._restarts and self._restarts[tp][0] == offset
+                else offset
+            )
+            for tp, offset in begin.items()
+        }
+
+    def _known_topic_ids(self) -> dict[str, str]:
+        if self._topic_ids is None:
+            self._topic_ids = {}
+            state = self.context.state
+            kept = state.read(_TOPICS) if state is not None else None
+            if isinstance(kept, dict):
+                self._topic_ids = {str(k): str(v) for k, v in kept.get("ids", {}).items()}
+                for topic, parts in kept.get("restarts", {}).items():
+                    for partition, pair in parts.items():
+                        self._restarts[(str(topic), int(partition))] = (int(pair[0]), int(pair[1]))
+        return self._topic_ids
+
+    def _save_topics(self, ids: dict[str, str]) -> None:
+        state = self.context.state
+        if state is None:
+            return
+        restarts: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition), (old, new) in sorted(self._restarts.items()):
+            restarts.setdefault(topic, {})[str(partition)] = [old, new]
+        state.write(_TOPICS, {"ids": dict(sorted(ids.items())), "restarts": restarts})
 
     def _with_new_partitions(
         self, begin: PartitionOffsets, latest: PartitionOffsets
@@ -307,10 +420,16 @@ class KafkaStreamReader(StreamReader):
         self._last_end = stop
         if begin == stop:
             return []
+        if self.streaming:
+            self._known_topic_ids()  # a batch replayed after a restart: its new starts
+            begin = self._with_restarts(begin)
         starts = check_planned(begin, stop, self._earliest(stop), self.loss)
         ranges = [(tp, starts[tp], stop[tp]) for tp in sorted(starts) if stop[tp] > starts[tp]]
         pieces = split_ranges(ranges, self.opts.min_partitions)
-        return [KafkaSplit(tp[0], tp[1], first, until) for tp, first, until in pieces]
+        return [
+            KafkaSplit(tp[0], tp[1], first, until, last=until == stop[tp])
+            for tp, first, until in pieces
+        ]
 
     def _earliest(self, partitions: Collection[TopicPartition]) -> PartitionOffsets:
         """The earliest offsets of ``partitions``, asked at most every
@@ -337,16 +456,18 @@ class KafkaStreamReader(StreamReader):
             return
         from confluent_kafka import KafkaException, TopicPartition
 
-        from ._consumers import POOL
-
         try:
-            with POOL.borrow(self.settings) as lease:
-                lease.consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
-                    asynchronous=False,
-                )
+            committer = self._group_committer()
+            committer.poll(0)  # the outcome of the last commit (logged by _committed_cb)
+            # asynchronous: a broker away must not hold the query (a synchronous commit
+            # waits up to 45 s)
+            committer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+                asynchronous=True,
+            )
             self._committed = offsets
-        except KafkaException as error:
+        except (KafkaException, RuntimeError) as error:
+            self._committed = None
             log.warning(
                 "Kafka source %s: committing offsets %s to consumer group %s failed (the "
                 "checkpoint holds them; the next commit tries again): %s",
@@ -355,6 +476,32 @@ class KafkaStreamReader(StreamReader):
                 self.group_id,
                 error,
             )
+
+    def _group_committer(self) -> Any:
+        """The consumer that commits to the group (made on first use), whose commit results
+        are served by its ``poll``."""
+        if self._committer is None:
+            from confluent_kafka import Consumer
+
+            from ._consumers import with_logger
+
+            settings = {**with_logger(self.settings), "on_commit": self._committed_cb}
+            self._committer = Consumer(settings)
+        return self._committer
+
+    def _committed_cb(self, error: Any, partitions: Any) -> None:
+        failed = [tp for tp in partitions or () if tp.error is not None]
+        if error is None and not failed:
+            return
+        self._committed = None  # the next commit sends them again
+        reason = error if error is not None else failed[0].error
+        log.warning(
+            "Kafka source %s: committing offsets to consumer group %s failed (the checkpoint "
+            "holds them; the next commit tries again): %s",
+            self.source.describe(),
+            self.group_id,
+            reason,
+        )
 
     def metrics(self) -> dict[str, Any]:
         figures: dict[str, Any] = {}
@@ -377,6 +524,13 @@ class KafkaStreamReader(StreamReader):
 
         if self._watcher is not None:
             self._watcher.close()
+        if self._committer is not None:
+            committer, self._committer = self._committer, None
+            try:
+                committer.poll(0)
+                committer.close()
+            except Exception as error:  # best effort
+                log.debug("closing the Kafka source's group committer failed: %s", error)
         self.metadata.close()
         POOL.close(self.settings)
         forget_losses(self.loss_key)

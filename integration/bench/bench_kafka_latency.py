@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from kafka_bench_support import Sampler, kafka_broker, percentile
+from kafka_bench_support import Sampler, add_source_option_argument, kafka_broker, percentile
 from kafka_bench_support import topic as new_topic
 
 import microbatch as mb
@@ -285,13 +285,7 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="sample the microbatch run")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        type=lambda text: tuple(text.split("=", 1)),
-        help="a further source option NAME=VALUE (repeatable), e.g. kafka.fetch.wait.max.ms=10",
-    )
+    add_source_option_argument(parser)
     parser.add_argument("--dir", default=str(ROOT / ".bench-work"))
     parser.add_argument("--produce", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--consume", nargs=5, help=argparse.SUPPRESS)

@@ -42,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 from kafka_bench_support import (
     Sampler,
+    add_volume_arguments,
     best_rate,
     end_offsets,
     kafka_broker,
@@ -191,10 +192,7 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=3)
+    add_volume_arguments(parser)
     parser.add_argument("--profile", action="store_true", help="sample a further sink run")
     parser.add_argument("--dir", default=str(ROOT / ".bench-work"))
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)

@@ -40,7 +40,16 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from kafka_bench_support import Sampler, best_rate, end_offsets, fill, kafka_broker, median_rate
+from kafka_bench_support import (
+    Sampler,
+    add_source_option_argument,
+    add_volume_arguments,
+    best_rate,
+    end_offsets,
+    fill,
+    kafka_broker,
+    median_rate,
+)
 from kafka_bench_support import topic as new_topic
 
 import microbatch as mb
@@ -249,21 +258,12 @@ CPU: dict[Callable[..., int], list[tuple[int, float]]] = {}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=3)
+    add_volume_arguments(parser)
     parser.add_argument(
         "--read-threads", type=int, help="the session's maxReadThreads (default: the engine's)"
     )
     parser.add_argument("--profile", action="store_true", help="sample a further microbatch run")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        type=lambda text: tuple(text.split("=", 1)),
-        help="a further source option NAME=VALUE (repeatable), e.g. kafka.fetch.wait.max.ms=10",
-    )
+    add_source_option_argument(parser)
     parser.add_argument("--dir", default=str(ROOT / ".bench-work"))
     args = parser.parse_args()
     work = Path(args.dir)

@@ -9,6 +9,7 @@ no provider the benchmark prints why and exits with status 0 (status 1 under
 
 from __future__ import annotations
 
+import argparse
 import collections
 import contextlib
 import os
@@ -158,6 +159,27 @@ def best_rate(runs: Sequence[tuple[int, float]]) -> float:
 
 def median_rate(runs: Sequence[tuple[int, float]]) -> float:
     return statistics.median(records / seconds for records, seconds in runs)
+
+
+def add_volume_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--records``, ``--value-bytes``, ``--partitions`` and ``--repeat`` of a throughput
+    benchmark."""
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+
+
+def add_source_option_argument(parser: argparse.ArgumentParser) -> None:
+    """``--option NAME=VALUE`` (repeatable): further options of the Kafka source, as
+    ``(name, value)`` pairs in ``args.option``."""
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        type=lambda text: tuple(text.split("=", 1)),
+        help="a further source option NAME=VALUE (repeatable), e.g. kafka.fetch.wait.max.ms=10",
+    )
 
 
 class Sampler:

@@ -24,86 +24,39 @@ import json
 import logging
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 import microbatch as mb
 from microbatch_testkit import crash
 
-DRAIN_TIMEOUT = 300.0
+# the connector's crash-test pipeline, which these extend with a streaming mode
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "connectors/kafka/tests/scripts"))
+from kafka_crash_pipeline import BatchTracker, kill_inside_client, start_query
+from pipeline import finish
+
 MAX_OFFSETS_PER_TRIGGER = 25
 TXN_KILL_VAR = "MICROBATCH_TORTURE_TXN_KILL"
-
-
-class BatchTracker:
-    """The id of the batch the query runs (the producer does not know it)."""
-
-    current = -1
-
-    @mb.hookimpl
-    def microbatch_batch_phase(self, query_id: str, batch_id: int, phase: str) -> None:
-        if phase == "offsets_written":
-            BatchTracker.current = batch_id
-
-
-def kill_inside_client(when: str) -> None:
-    """Call ``crash_point("mid_sink", batch)`` in every producer where ``when`` says."""
-    import confluent_kafka
-
-    class CrashingProducer(confluent_kafka.Producer):  # type: ignore[misc]
-        def flush(self, *args: Any) -> Any:
-            if when == "flush":
-                crash.crash_point("mid_sink", BatchTracker.current)
-            return super().flush(*args)
-
-        def commit_transaction(self, *args: Any) -> Any:
-            if when == "open":  # every record at the broker, in the open transaction
-                super().flush(30)
-                crash.crash_point("mid_sink", BatchTracker.current)
-            result = super().commit_transaction(*args)
-            if when == "done":
-                crash.crash_point("mid_sink", BatchTracker.current)
-            return result
-
-    confluent_kafka.Producer = CrashingProducer  # type: ignore[misc]
+SINKS = {"kafka-parquet": "parquet", "kafka-kafka-eos": "eos", "kafka-kafka-alo": "alo"}
+"""The sink of the connector's crash-test pipeline that each kind runs."""
+IN_CLIENT = {"open": "txn-open", "done": "txn-done", "flush": "before-flush"}
+"""``MICROBATCH_TORTURE_TXN_KILL`` -> where the crash-test pipeline kills in the client."""
 
 
 def build(session: mb.Session, kind: str, base: Path, setup: dict[str, str], drain: bool) -> Any:
     """Start the query of pipeline ``kind``; return it."""
-    bootstrap = setup["bootstrap"]
-    frame = (
-        session.read_stream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", setup["input"])
-        .option("startingOffsets", "earliest")
-        .option("kafka.isolation.level", "read_committed")
-        .option("maxOffsetsPerTrigger", MAX_OFFSETS_PER_TRIGGER)
-        .load()
+    output = str(base / "out") if kind == "kafka-parquet" else setup["output"]
+    return start_query(
+        session,
+        SINKS[kind],
+        setup["bootstrap"],
+        setup["input"],
+        output,
+        str(base / "checkpoint"),
+        MAX_OFFSETS_PER_TRIGGER,
+        drain=drain,
+        source_options={"kafka.isolation.level": "read_committed"},
     )
-    if kind == "kafka-parquet":
-        writer = frame.write_stream.format("parquet").option("path", str(base / "out"))
-    else:
-        origin = pc.binary_join_element_wise(
-            pc.field("topic"),
-            pc.field("partition").cast(pa.string()),
-            pc.field("offset").cast(pa.string()),
-            "/",
-        )
-        writer = (
-            frame.select(key=origin, value=pc.field("value"))
-            .write_stream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", setup["output"])
-            .option("exactlyOnce", kind == "kafka-kafka-eos")
-        )
-    writer = writer.option("checkpointLocation", str(base / "checkpoint"))
-    if drain:
-        writer = writer.trigger(available_now=True)
-    return writer.start()
 
 
 def main(kind: str, mode: str, workdir: str) -> int:
@@ -115,26 +68,14 @@ def main(kind: str, mode: str, workdir: str) -> int:
     base = Path(workdir) / kind
     setup = json.loads((base / "kafka.json").read_text())
     when = os.environ.get(TXN_KILL_VAR, "")
-    in_client = kind != "kafka-parquet" and when in ("open", "done", "flush")
+    in_client = kind != "kafka-parquet" and when in IN_CLIENT
     if in_client:
-        kill_inside_client(when)
+        kill_inside_client(IN_CLIENT[when])
     session = mb.Session()
     crash.arm(session, mid_sink_in_script=in_client)
     session.registry.plugin_manager.register(BatchTracker(), name="torture-batch-tracker")
     query = build(session, kind, base, setup, drain=mode == "drain")
-    if mode == "stream":
-        print("READY", flush=True)
-        query.await_termination()
-        sys.stderr.write("TORTURE: a streaming query ended on its own\n")
-    elif not query.await_termination(DRAIN_TIMEOUT):
-        sys.stderr.write(f"TORTURE: the drain did not finish in {DRAIN_TIMEOUT} s\n")
-        return 3
-    error = query.exception()
-    if error is not None:
-        sys.stderr.write("TORTURE: the query failed\n")
-        traceback.print_exception(error, file=sys.stderr)
-        return 1
-    return 0 if mode == "drain" else 2
+    return finish(query, mode)
 
 
 if __name__ == "__main__":

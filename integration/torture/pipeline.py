@@ -16,6 +16,7 @@ import logging
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import microbatch as mb
 from microbatch_testkit import crash
@@ -80,15 +81,21 @@ def main(kind: str, mode: str, workdir: str) -> int:
     session = mb.Session()
     crash.arm(session)
     query = build(session, kind, folders, drain=mode == "drain")
+    return finish(query, mode)
+
+
+def finish(query: Any, mode: str) -> int:
+    """Run the started ``query`` to its end as ``mode`` says; the child's exit status: 0 for a
+    drain that finished, 1 for a failed query (traceback on stderr), 2 for a streaming query
+    that ended on its own, 3 for a drain not finished in ``DRAIN_TIMEOUT``."""
     if mode == "stream":
         print("READY", flush=True)
-        query.await_termination()  # type: ignore[attr-defined]
+        query.await_termination()
         sys.stderr.write("TORTURE: a streaming query ended on its own\n")
-    else:
-        if not query.await_termination(DRAIN_TIMEOUT):  # type: ignore[attr-defined]
-            sys.stderr.write(f"TORTURE: the drain did not finish in {DRAIN_TIMEOUT} s\n")
-            return 3
-    error = query.exception()  # type: ignore[attr-defined]
+    elif not query.await_termination(DRAIN_TIMEOUT):
+        sys.stderr.write(f"TORTURE: the drain did not finish in {DRAIN_TIMEOUT} s\n")
+        return 3
+    error = query.exception()
     if error is not None:
         sys.stderr.write("TORTURE: the query failed\n")
         traceback.print_exception(error, file=sys.stderr)

@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from torture_check import SinkReport
 
 import microbatch as mb
+
+# the reading helpers of the connector's crash tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "connectors/kafka/tests/scripts"))
+import kafka_crash_pipeline as crash_pipeline
 
 __all__ = ["PARTITIONS", "InputRecord", "KafkaInput", "check_parquet", "check_topic", "end_offsets"]
 
@@ -159,14 +165,7 @@ class KafkaInput:
 
 def end_offsets(bootstrap: str, topic: str, *, committed: bool) -> dict[int, int]:
     """Per partition: the last stable offset (``committed``) or the high watermark."""
-    from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
-    futures = admin.list_offsets(asked, isolation_level=level, request_timeout=30)
-    return {tp.partition: future.result().offset for tp, future in futures.items()}
+    return crash_pipeline.end_offsets(bootstrap, topic, PARTITIONS, committed=committed)
 
 
 def read_topic(
@@ -174,36 +173,9 @@ def read_topic(
 ) -> list[tuple[bytes | None, bytes | None]]:
     """Every record of ``topic`` as ``(key, value)``, from the beginning to the end of each
     partition: the last stable offset with ``committed`` (``read_committed``)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"torture-check-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-        }
+    return crash_pipeline.read_topic(
+        bootstrap, topic, PARTITIONS, committed=committed, timeout=timeout, group="torture-check"
     )
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        pending: set[int] = set(range(PARTITIONS))
-        records: list[tuple[bytes | None, bytes | None]] = []
-        deadline = time.monotonic() + timeout
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: partitions {sorted(pending)} did not end")
-            for message in consumer.consume(1000, 0.2):
-                error = message.error()
-                if error is None:
-                    records.append((message.key(), message.value()))
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(message.partition())
-                else:
-                    raise RuntimeError(f"reading {topic}: {error}")
-        return records
-    finally:
-        consumer.close()
 
 
 def _identify(value: bytes | None) -> int | None:

@@ -156,3 +156,15 @@ def drain(tmp_path: Any) -> Iterator[Callable[..., Any]]:
 def new_producer(kafka_service: Any) -> Callable[[], Producer]:
     """``new_producer()``: a producer of its own (say, one that knows new partitions)."""
     return lambda: Producer(kafka_service.bootstrap_servers)
+
+
+@pytest.fixture
+def restartable(kafka_service: Any) -> Any:
+    """The Kafka service, for a test that stops its broker; skipped unless the provider owns
+    the broker (``MICROBATCH_SERVICES=local`` or ``docker``)."""
+    if not kafka_service.can_restart:
+        pytest.skip(
+            f"the {kafka_service.provider} Kafka provider cannot stop its broker: run with "
+            "MICROBATCH_SERVICES=local"
+        )
+    return kafka_service

@@ -24,7 +24,7 @@ died where it was meant to and that the run before recovered from its own kill.
 
 from __future__ import annotations
 
-import time
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -37,6 +37,9 @@ import microbatch as mb
 from microbatch_testkit import crash
 
 SCRIPT = Path(__file__).parent / "scripts" / "kafka_crash_pipeline.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import kafka_crash_pipeline as pipeline_script  # noqa: E402
+
 PARQUET_KILLS = [(phase, "") for phase in crash.PHASES]
 EOS_KILLS = [
     ("offsets_written", ""),
@@ -96,48 +99,15 @@ def produce_input(bootstrap: str, topic: str) -> dict[Origin, tuple[bytes, bytes
 
 def end_offsets(bootstrap: str, topic: str, *, committed: bool) -> dict[int, int]:
     """Per partition: the last stable offset (``committed``) or the high watermark."""
-    from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
-    futures = admin.list_offsets(asked, isolation_level=level, request_timeout=30)
-    return {tp.partition: future.result().offset for tp, future in futures.items()}
+    return pipeline_script.end_offsets(bootstrap, topic, PARTITIONS, committed=committed)
 
 
-def read_topic(bootstrap: str, topic: str, *, committed: bool = True) -> list[tuple[bytes, bytes]]:
+def read_topic(
+    bootstrap: str, topic: str, *, committed: bool = True
+) -> list[tuple[bytes | None, bytes | None]]:
     """Every record of ``topic`` as ``(key, value)``, read from the beginning with
     ``read_committed`` (up to the last stable offset) or ``read_uncommitted``."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"crash-check-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "fetch.wait.max.ms": 20,
-            "isolation.level": "read_committed" if committed else "read_uncommitted",
-        }
-    )
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        pending, records = set(range(PARTITIONS)), []
-        deadline = time.monotonic() + 30
-        while pending:
-            assert time.monotonic() < deadline, f"{topic}: no end of partitions {pending}"
-            for message in consumer.consume(1000, 0.2):
-                error = message.error()
-                if error is None:
-                    records.append((message.key(), message.value()))
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(message.partition())
-                else:
-                    raise AssertionError(f"reading {topic}: {error}")
-        return records
-    finally:
-        consumer.close()
+    return pipeline_script.read_topic(bootstrap, topic, PARTITIONS, committed=committed)
 
 
 def read_parquet(output: Path) -> list[tuple[Origin, tuple[bytes, bytes]]]:

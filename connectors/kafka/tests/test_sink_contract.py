@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from microbatch import Guarantee, OutputMode, SinkCapabilities, SinkError, StreamWriter
+from microbatch import Guarantee, OutputMode, SinkCapabilities, StreamWriter
 from microbatch_kafka.sink import KafkaSink
 from microbatch_testkit import SinkContract
 
@@ -162,27 +162,3 @@ class TestKafkaExactlyOnceSinkContract(KafkaSinkSuite):
                 schema=TEXT_SCHEMA,
             ),
         ]
-
-    def test_complete_mode_replaces_the_previous_batch(self) -> None:
-        # The suite's check, except that batch 2 goes through the writer that replayed batch
-        # 1: its init_transactions() fenced the first writer, as a restarted query fences its
-        # zombie, and the fenced writer must say so rather than write.
-        mode = OutputMode.COMPLETE
-        whole = self._table(self.input_batches())
-        smaller = whole.slice(0, max(1, whole.num_rows // 2))
-        writer = self.build(output_mode=mode)
-        self.run_batch(writer, 0, [whole.to_batches()])
-        self.assert_contents(writer, self._expected([whole], mode), "complete mode, after batch 0")
-        self.run_batch(writer, 1, [smaller.to_batches()])
-        self.assert_contents(writer, self._expected([whole, smaller], mode), "after batch 1")
-        replay = self.build(output_mode=mode)
-        self.run_batch(replay, 1, [smaller.to_batches()])
-        self.assert_contents(replay, self._expected([whole, smaller], mode), "after a replay")
-        with pytest.raises(SinkError, match=r"fenced .*is this query running twice"):
-            self.run_batch(writer, 2, [[]])
-        self.run_batch(replay, 2, [[]])
-        self.assert_contents(
-            replay,
-            self._expected([whole, smaller, smaller.schema.empty_table()], mode),
-            "complete mode, after batch 2 with no rows (the result is now empty)",
-        )

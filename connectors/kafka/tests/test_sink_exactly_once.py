@@ -148,7 +148,7 @@ def test_a_second_writer_of_the_query_fences_the_first(query: Query) -> None:
     query.commit(first, 0, ["a"])
     second = query.writer(last_committed=0)
     query.commit(second, 1, ["b"])
-    with pytest.raises(SinkError) as raised:
+    with pytest.raises(SinkError, match=r"fenced .*is this query running twice") as raised:
         query.commit(first, 2, ["zombie"])
     assert f"transactional.id 'microbatch-{query.id}'" in str(raised.value)
     assert "is this query running twice?" in str(raised.value)

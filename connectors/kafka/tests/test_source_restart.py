@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,16 +23,6 @@ FAST_FAILURE = {
     "kafka.reconnect.backoff.max.ms": "200",
     "kafkaConsumer.pollTimeoutMs": "2000",
 }
-
-
-@pytest.fixture
-def restartable(kafka_service: Any) -> Any:
-    if not kafka_service.can_restart:
-        pytest.skip(
-            f"the {kafka_service.provider} Kafka provider cannot stop its broker: run with "
-            "MICROBATCH_SERVICES=local"
-        )
-    return kafka_service
 
 
 @pytest.fixture
@@ -53,7 +44,32 @@ def _start(session: mb.Session, options: dict[str, Any], checkpoint: str) -> Any
     )
 
 
-def test_a_query_rides_through_a_broker_restart(
+@dataclass
+class _Case:
+    """A two-partition topic read from the earliest offset into the memory table
+    ``restarted``, with a broker the test can stop."""
+
+    broker: Any
+    session: mb.Session
+    topic: str
+    options: dict[str, Any]
+    checkpoint: str
+    produce_each: Any
+    offsets_of: Callable[[Any], dict[int, list[int]]]
+
+    def produce(self, count: int, *, first: int = 0) -> None:
+        """``count`` records into each partition, numbered from ``first``."""
+        self.produce_each(self.topic, 2, count, first=first)
+
+    def start(self) -> Any:
+        return _start(self.session, self.options, self.checkpoint)
+
+    def delivered(self) -> dict[int, list[int]]:
+        return self.offsets_of(self.session.table("restarted"))
+
+
+@pytest.fixture
+def case(
     restartable: Any,
     make_kafka_topic: Any,
     produce_each: Any,
@@ -61,45 +77,40 @@ def test_a_query_rides_through_a_broker_restart(
     session: mb.Session,
     offsets_of: Any,
     tmp_path: Any,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    session.conf.set("maxBatchRetries", 30)
+) -> _Case:
     topic = make_kafka_topic(2)
-    produce_each(topic, 2, 5)
     options = source_options(subscribe=topic, startingOffsets="earliest", **FAST_FAILURE)
-    query = _start(session, options, str(tmp_path / "checkpoint"))
+    checkpoint = str(tmp_path / "checkpoint")
+    return _Case(restartable, session, topic, options, checkpoint, produce_each, offsets_of)
+
+
+def test_a_query_rides_through_a_broker_restart(
+    case: _Case, caplog: pytest.LogCaptureFixture
+) -> None:
+    case.session.conf.set("maxBatchRetries", 30)
+    case.produce(5)
+    query = case.start()
     try:
         assert query.process_all_available(timeout=30)
-        with caplog.at_level(logging.WARNING), restartable.stopped():
+        with caplog.at_level(logging.WARNING), case.broker.stopped():
             time.sleep(1)  # the query's look-ups fail meanwhile, and are retried
             assert query.is_active, f"the query stopped: {query.exception()!r}"
-        produce_each(topic, 2, 5, first=5)
+        case.produce(5, first=5)
         assert query.process_all_available(timeout=90)
     finally:
         query.stop()
     assert query.exception() is None
     assert "failed with a retriable error" in caplog.text
-    assert offsets_of(session.table("restarted")) == {0: list(range(10)), 1: list(range(10))}
+    assert case.delivered() == {0: list(range(10)), 1: list(range(10))}
 
 
-def test_a_query_out_of_retries_fails_clearly_and_resumes_after_a_restart(
-    restartable: Any,
-    make_kafka_topic: Any,
-    produce_each: Any,
-    source_options: Any,
-    session: mb.Session,
-    offsets_of: Any,
-    tmp_path: Any,
-) -> None:
-    session.conf.set("maxBatchRetries", 0)
-    topic = make_kafka_topic(2)
-    produce_each(topic, 2, 3)
-    options = source_options(subscribe=topic, startingOffsets="earliest", **FAST_FAILURE)
-    checkpoint = str(tmp_path / "checkpoint")
-    query = _start(session, options, checkpoint)
+def test_a_query_out_of_retries_fails_clearly_and_resumes_after_a_restart(case: _Case) -> None:
+    case.session.conf.set("maxBatchRetries", 0)
+    case.produce(3)
+    query = case.start()
     try:
         assert query.process_all_available(timeout=30)
-        with restartable.stopped():
+        with case.broker.stopped():
             with contextlib.suppress(StreamingQueryException):  # it fails: that is the point
                 query.await_termination(timeout=30)
             assert not query.is_active, "the query went on without a broker and without retries"
@@ -114,15 +125,15 @@ def test_a_query_out_of_retries_fails_clearly_and_resumes_after_a_restart(
         chain = chain.__cause__
     assert "Kafka" in text
     assert "maxBatchRetries is 0" in text
-    produce_each(topic, 2, 3, first=3)
-    session.conf.set("maxBatchRetries", 30)  # the restarted broker elects its leaders first
-    again = _start(session, options, checkpoint)
+    case.produce(3, first=3)
+    case.session.conf.set("maxBatchRetries", 30)  # the restarted broker elects its leaders first
+    again = case.start()
     try:
         assert again.process_all_available(timeout=60)
     finally:
         again.stop()
     assert again.exception() is None
-    assert offsets_of(session.table("restarted")) == {0: list(range(6)), 1: list(range(6))}
+    assert case.delivered() == {0: list(range(6)), 1: list(range(6))}
 
 
 def test_commit_to_group_does_not_wait_for_a_broker_away(

@@ -350,12 +350,7 @@ def produce_batch(
         groups = [(layout.default_topic, batch)]
     room = _Room(producer, settings)
     for topic, rows in groups:
-        if layout.headers or _explicit_partitions(rows, layout):
-            # produce_batch sends no headers, and (confluent-kafka 2.16) ignores a message's
-            # own 'partition': one produce() per row then
-            _produce_rows(producer, topic, rows, layout, delivery, room)
-        else:
-            _produce_chunks(producer, topic, rows, layout, delivery, room)
+        _produce_topic(producer, topic, rows, layout, delivery, room)
     return batch.num_rows
 
 
@@ -429,7 +424,7 @@ def _column(batch: pa.RecordBatch, name: str, present: bool) -> list[Any]:
     return batch.column(batch.schema.get_field_index(name)).to_pylist()
 
 
-def _produce_chunks(
+def _produce_topic(
     producer: Producer,
     topic: str,
     rows: pa.RecordBatch,
@@ -437,13 +432,20 @@ def _produce_chunks(
     delivery: Delivery,
     room: _Room,
 ) -> None:
-    chunk = min(CHUNK, room.limit)
+    """Queue the rows of one topic: in chunks through ``produce_batch``, or one ``produce()``
+    per row when they carry headers or partitions (``produce_batch`` sends no headers, and
+    (confluent-kafka 2.16) ignores a message's own 'partition')."""
+    per_row = layout.headers or _explicit_partitions(rows, layout)
+    chunk = rows.num_rows if per_row else min(CHUNK, room.limit)
     for start in range(0, rows.num_rows, chunk):
         part = rows.slice(start, chunk)
         values = _column(part, "value", True)
         keys = _column(part, "key", layout.key)
-        messages = [{"value": v, "key": k} for v, k in zip(values, keys, strict=True)]
-        _enqueue(producer, topic, messages, delivery, room)
+        if per_row:
+            _produce_rows(producer, topic, part, values, keys, layout, delivery, room)
+        else:
+            messages = [{"value": v, "key": k} for v, k in zip(values, keys, strict=True)]
+            _enqueue(producer, topic, messages, delivery, room)
 
 
 def _enqueue(
@@ -479,12 +481,13 @@ def _produce_rows(
     producer: Producer,
     topic: str,
     rows: pa.RecordBatch,
+    values: list[Any],
+    keys: list[Any],
     layout: Layout,
     delivery: Delivery,
     room: _Room,
 ) -> None:
-    values = _column(rows, "value", True)
-    keys = _column(rows, "key", layout.key)
+    """One ``produce()`` per row of ``rows`` (``values`` and ``keys`` already read)."""
     partitions = _column(rows, "partition", layout.partition)
     headers = _column(rows, "headers", layout.headers)
     for value, key, partition, header in zip(values, keys, partitions, headers, strict=True):

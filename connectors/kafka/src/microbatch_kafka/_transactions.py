@@ -257,14 +257,7 @@ class Transactions:
         except Exception:
             self.abort_open()
             raise
-        marker = TopicPartition(self.marker_topic, 0, batch_id + 1, self._metadata(batch_id))
-        self._call(
-            lambda: producer.send_offsets_to_transaction(
-                [marker], self._consumer.consumer_group_metadata(), self._timeout
-            ),
-            "send_offsets_to_transaction",
-        )
-        self._call(lambda: producer.commit_transaction(self._timeout), "commit_transaction")
+        self._commit_marker(producer, batch_id)
         self._open = False
         self._began = None
 
@@ -374,20 +367,25 @@ class Transactions:
             try:
                 self._call(producer.begin_transaction, "begin_transaction")
                 self._open = True
-                marker = TopicPartition(self.marker_topic, 0, last + 1, self._metadata(last))
-                self._call(
-                    lambda: producer.send_offsets_to_transaction(
-                        [marker], self._consumer.consumer_group_metadata(), self._timeout
-                    ),
-                    "send_offsets_to_transaction",
-                )
-                self._call(lambda: producer.commit_transaction(self._timeout), "commit_transaction")
+                self._commit_marker(producer, last)
                 self._open = False
                 self._last_commit = time.monotonic()
                 log.debug("Kafka sink: batch marker %d of group %r refreshed", last, self.group)
             except SinkError as error:  # the next commit makes a new producer and reads again
                 log.warning("Kafka sink: refreshing the batch marker failed: %s", error)
                 self.abort_open()
+
+    def _commit_marker(self, producer: Producer, batch_id: int) -> None:
+        """Send the marker of ``batch_id`` (offset ``batch_id + 1``) with the open
+        transaction and commit it."""
+        marker = TopicPartition(self.marker_topic, 0, batch_id + 1, self._metadata(batch_id))
+        self._call(
+            lambda: producer.send_offsets_to_transaction(
+                [marker], self._consumer.consumer_group_metadata(), self._timeout
+            ),
+            "send_offsets_to_transaction",
+        )
+        self._call(lambda: producer.commit_transaction(self._timeout), "commit_transaction")
 
     def _metadata(self, batch_id: int) -> str:
         return json.dumps({"query": self._query_id, "batch": batch_id})

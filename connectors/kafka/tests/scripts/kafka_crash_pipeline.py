@@ -8,8 +8,9 @@ Into a topic the record's key is its origin, ``"<topic>/<partition>/<offset>"``,
 the input value. The source reads the input topic from the earliest offsets,
 ``maxOffsetsPerTrigger=LIMIT`` records per batch, with the available-now trigger.
 
-The testkit's crash hook is armed (``MICROBATCH_CRASH_AT``). ``AT`` moves the ``mid_sink``
-crash point into the Kafka client: ``txn-open`` / ``txn-done`` just before
+The torture run's Kafka pipelines (``integration/torture``) start and read with these
+functions too. The testkit's crash hook is armed (``MICROBATCH_CRASH_AT``). ``AT`` moves the
+``mid_sink`` crash point into the Kafka client: ``txn-open`` / ``txn-done`` just before
 ``commit_transaction()`` (the batch's records are produced, the transaction is open) or just
 after it returned (committed in Kafka, the sink's ``commit`` has not returned);
 ``before-flush`` at the first ``flush()`` of the batch (records handed to the client, their
@@ -19,6 +20,9 @@ delivery not confirmed).
 from __future__ import annotations
 
 import sys
+import time
+import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -64,20 +68,28 @@ def kill_inside_client(at: str) -> None:
     confluent_kafka.Producer = CrashingProducer  # type: ignore[misc]
 
 
-def main(
-    sink: str, bootstrap: str, topic: str, output: str, checkpoint: str, limit: str, at: str = ""
-) -> None:
-    if at:
-        kill_inside_client(at)
-    session = mb.Session()
-    crash.arm(session, mid_sink_in_script=bool(at))
-    session.registry.plugin_manager.register(BatchTracker(), name="batch-tracker")
+def start_query(
+    session: mb.Session,
+    sink: str,
+    bootstrap: str,
+    topic: str,
+    output: str,
+    checkpoint: str,
+    limit: int,
+    *,
+    drain: bool = True,
+    source_options: Mapping[str, str] | None = None,
+) -> Any:
+    """Start the pipeline into ``sink`` (``parquet``, ``eos`` or ``alo``, as the usage above
+    says) with the available-now trigger if ``drain``, else the default one; return the query.
+    ``source_options`` are further options of the Kafka source."""
     frame = (
         session.read_stream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", int(limit))
+        .option("maxOffsetsPerTrigger", limit)
+        .options(**(source_options or {}))
         .load()
     )
     if sink == "parquet":
@@ -96,7 +108,81 @@ def main(
             .option("topic", output)
             .option("exactlyOnce", sink == "eos")
         )
-    query = writer.option("checkpointLocation", checkpoint).trigger(available_now=True).start()
+    writer = writer.option("checkpointLocation", checkpoint)
+    if drain:
+        writer = writer.trigger(available_now=True)
+    return writer.start()
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int, *, committed: bool) -> dict[int, int]:
+    """Per partition of ``topic`` (``partitions`` of them): the last stable offset
+    (``committed``) or the high watermark."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    futures = admin.list_offsets(asked, isolation_level=level, request_timeout=30)
+    return {tp.partition: future.result().offset for tp, future in futures.items()}
+
+
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    *,
+    committed: bool = True,
+    timeout: float = 30.0,
+    group: str = "crash-check",
+) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of ``topic`` (``partitions`` partitions) as ``(key, value)``, from the
+    beginning to the end of each partition: the last stable offset with ``committed``
+    (``read_committed``), else the high watermark. Raises :class:`TimeoutError` when the
+    partitions have not all ended after ``timeout`` seconds, :class:`RuntimeError` for a
+    consumer error. ``group`` prefixes the consumer's (unique, uncommitted) group id."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{group}-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 20,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        pending: set[int] = set(range(partitions))
+        records: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + timeout
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: partitions {sorted(pending)} did not end")
+            for message in consumer.consume(1000, 0.2):
+                error = message.error()
+                if error is None:
+                    records.append((message.key(), message.value()))
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(message.partition())
+                else:
+                    raise RuntimeError(f"reading {topic}: {error}")
+        return records
+    finally:
+        consumer.close()
+
+
+def main(
+    sink: str, bootstrap: str, topic: str, output: str, checkpoint: str, limit: str, at: str = ""
+) -> None:
+    if at:
+        kill_inside_client(at)
+    session = mb.Session()
+    crash.arm(session, mid_sink_in_script=bool(at))
+    session.registry.plugin_manager.register(BatchTracker(), name="batch-tracker")
+    query = start_query(session, sink, bootstrap, topic, output, checkpoint, int(limit))
     query.await_termination(60)
     if query.exception() is not None:
         raise SystemExit(f"query failed: {query.exception()}")

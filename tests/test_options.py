@@ -83,6 +83,18 @@ def test_secrets_never_shown() -> None:
     assert "hunter22" not in str(caught.value)
 
 
+def test_passthrough_of_each_prefix() -> None:
+    spec = OptionSpec(prefixes=("storage.", "delta."))
+    opts = spec.parse(
+        {"storage.AWS_REGION": "eu", "Delta.enableChangeDataFeed": "true", "storage.x": "1"},
+        connector="delta",
+    )
+    assert opts.under("storage.") == {"AWS_REGION": "eu", "x": "1"}
+    assert opts.under("delta.") == {"enableChangeDataFeed": "true"}
+    assert opts.under("other.") == {}
+    assert opts.passthrough == {"AWS_REGION": "eu", "enableChangeDataFeed": "true", "x": "1"}
+
+
 def test_declaring_an_option_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="declared twice"):
         OptionSpec(Option(name="a_b"), Option(name="aB"))

@@ -222,8 +222,8 @@ def test_unknown_format_lists_installed_ones(session: Any) -> None:
         session.read_stream.format("rtae").load()
     message = str(caught.value)
     assert "Did you mean 'rate'?" in message and "rate-micro-batch" in message
-    with pytest.raises(UnknownFormatError, match="pip install microbatch-delta"):
-        session.read_stream.format("delta").load()
+    with pytest.raises(UnknownFormatError, match="pip install microbatch-jdbc"):
+        session.read_stream.format("jdbc").load()
 
 
 def test_unknown_option_and_wrong_type_fail_at_load(session: Any) -> None:

@@ -219,7 +219,8 @@ class Options(Mapping[str, Any]):
 
     Look values up by any spelling of their name (``opts["rowsPerSecond"]``,
     ``opts["rows_per_second"]``) or as attributes (``opts.rows_per_second``). Options under a
-    declared prefix (``kafka.*``) are in :attr:`passthrough`, keyed without the prefix.
+    declared prefix (``kafka.*``) are in :attr:`passthrough`, keyed without the prefix; with
+    several prefixes, :meth:`under` gives those of one.
     """
 
     def __init__(
@@ -228,11 +229,22 @@ class Options(Mapping[str, Any]):
         values: dict[str, Any],
         passthrough: dict[str, Any] | None = None,
         given: frozenset[str] = frozenset(),
+        prefix_of: dict[str, str] | None = None,
     ) -> None:
         self._spec = spec
         self._values = values
         self.passthrough: dict[str, Any] = passthrough or {}
         self._given = given
+        self._prefix_of = prefix_of or {}
+
+    def under(self, prefix: str) -> dict[str, Any]:
+        """The passthrough options given under ``prefix`` (one of the spec's), keyed without it."""
+        wanted = prefix.lower()
+        return {
+            key: value
+            for key, value in self.passthrough.items()
+            if self._prefix_of.get(key, "").lower() == wanted
+        }
 
     @property
     def spec(self) -> OptionSpec:
@@ -374,6 +386,7 @@ class OptionSpec:
         problems: list[str] = []
         values = {option.name: option.default for option in self.options}
         passthrough: dict[str, Any] = {}
+        prefix_of: dict[str, str] = {}
         given: set[str] = set()
         failed: set[str] = set()
         raw_values: dict[str, Any] = {}  # as given, for scrubbing the problems
@@ -381,6 +394,7 @@ class OptionSpec:
             prefix = next((p for p in self.prefixes if name.lower().startswith(p.lower())), None)
             if prefix is not None:
                 passthrough[name[len(prefix) :]] = value
+                prefix_of[name[len(prefix) :]] = prefix
                 continue
             option = self.get(name)
             if option is None:
@@ -402,7 +416,7 @@ class OptionSpec:
                 problems.append(
                     f"missing required option '{option.name}': {option.doc}".rstrip(": ")
                 )
-        options = Options(self, values, passthrough, frozenset(given))
+        options = Options(self, values, passthrough, frozenset(given), prefix_of)
         for rule in self.rules:
             problems += rule.problems(options, given | failed, failed)
         if problems:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from microbatch import BatchLedger, ConfigurationError, WriteContext
-from microbatch.ledger import _render, detect_paramstyle, query_scope
+from microbatch.ledger import _render, detect_paramstyle, query_scope, running_query
 
 
 @pytest.fixture
@@ -368,6 +368,14 @@ def test_a_ledger_used_inside_a_query_scope_of_a_temporary_checkpoint_is_refused
     with query_scope(WriteContext(schema=pa.schema([]), query_id="q")):
         assert ledger.apply_once(0, insert([(1, 1)]))
         assert BatchLedger.for_query(connection).key == "q"
+
+
+def test_running_query_is_the_context_of_the_enclosing_scope() -> None:
+    assert running_query() is None
+    context = WriteContext(schema=pa.schema([]), query_id="q")
+    with query_scope(context):
+        assert running_query() is context
+    assert running_query() is None
 
 
 def ledger_rows_or_none(db_path: Path) -> list[Any] | None:

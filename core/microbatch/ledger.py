@@ -60,7 +60,7 @@ from typing import Any
 from .connector import WriteContext
 from .errors import ConfigurationError
 
-__all__ = ["LEDGER_TABLE", "BatchLedger", "detect_paramstyle", "query_scope"]
+__all__ = ["LEDGER_TABLE", "BatchLedger", "detect_paramstyle", "query_scope", "running_query"]
 
 LEDGER_TABLE = "microbatch_ledger"
 """The default name of the ledger table."""
@@ -85,6 +85,16 @@ def query_scope(context: WriteContext) -> Iterator[None]:
         yield
     finally:
         _RUNNING.reset(token)
+
+
+def running_query() -> WriteContext | None:
+    """The write context of the query whose batch the calling code is applying, or ``None``.
+
+    Set inside :func:`query_scope`, so a helper called from a ``foreach_batch`` function can use
+    the query's id as its idempotency key (``context.query_id``) and check
+    ``context.checkpoint_is_temporary``.
+    """
+    return _RUNNING.get()
 
 
 class BatchLedger:

@@ -1,0 +1,118 @@
+"""Where a Delta table lives, and the handles on it that every part of the connector shares.
+
+``deltalake`` is imported inside the functions, so that registering the connector never loads
+delta-rs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import microbatch as mb
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+    from deltalake import DeltaTable
+
+__all__ = [
+    "PATH_OPTION",
+    "STORAGE_OPTIONS_OPTION",
+    "STORAGE_PREFIX",
+    "DeltaTarget",
+    "log_entry_name",
+    "target_at",
+    "target_from_options",
+]
+
+STORAGE_PREFIX = "storage."
+"""Options under this prefix go to delta-rs's object store (``storage.AWS_REGION``...)."""
+
+PATH_OPTION = mb.Option(
+    name="path",
+    required=True,
+    identity=True,
+    doc="The Delta table: a local folder or an object-store URL (s3://, az://, gs://...).",
+)
+STORAGE_OPTIONS_OPTION = mb.Option(
+    name="storageOptions",
+    type="object",
+    doc=(
+        "A dict of delta-rs storage options for object stores (merged with the 'storage.*' "
+        "options, which win); never displayed."
+    ),
+)
+
+
+def log_entry_name(version: int) -> str:
+    """The commit file of ``version``, relative to the table root."""
+    return f"_delta_log/{version:020d}.json"
+
+
+@dataclass(frozen=True)
+class DeltaTarget:
+    """A Delta table's location and storage options: small and picklable.
+
+    ``uri`` is an absolute local path or an object-store URL. Open handles inside the process
+    that uses them (a split reader or part writer opens its own).
+    """
+
+    uri: str
+    storage_options: Mapping[str, str] = field(
+        default_factory=dict, hash=False, compare=False, repr=False
+    )
+
+    @property
+    def is_local(self) -> bool:
+        """True when the table is a folder on this machine."""
+        scheme = urlparse(self.uri).scheme
+        return scheme in ("", "file") or len(scheme) == 1  # a Windows drive letter
+
+    def options(self) -> dict[str, str] | None:
+        """The storage options as delta-rs takes them (``None`` when there are none)."""
+        return dict(self.storage_options) or None
+
+    def open(self, version: int | None = None) -> DeltaTable | None:
+        """The table at ``version`` (the latest when ``None``), or ``None`` when there is none."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return DeltaTable(self.uri, version=version, storage_options=self.options())
+        except TableNotFoundError:
+            return None
+
+    def filesystem(self) -> pafs.FileSystem:
+        """A pyarrow filesystem rooted at the table (paths such as ``_delta_log/...``)."""
+        import pyarrow.fs as pafs
+        from deltalake.fs import DeltaStorageHandler
+
+        return pafs.PyFileSystem(DeltaStorageHandler(self.uri, self.options()))
+
+
+def target_from_options(opts: mb.Options) -> DeltaTarget:
+    """The target named by the ``path``, ``storageOptions`` and ``storage.*`` options."""
+    settings: dict[str, Any] = dict(opts.get("storageOptions") or {})
+    settings.update(opts.under(STORAGE_PREFIX))
+    return target_at(str(opts.path), settings)
+
+
+def target_at(
+    path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> DeltaTarget:
+    """The target at ``path`` (a local path, ``file://`` URL or object-store URL).
+
+    A local path is made absolute, so that a copy pickled into another process (or a restart
+    from another working directory) names the same table.
+    """
+    uri = os.fspath(path)
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        uri = parsed.path
+    if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:
+        uri = os.path.abspath(os.path.expanduser(uri))
+    settings = {str(key): str(value) for key, value in (storage_options or {}).items()}
+    return DeltaTarget(uri, settings)

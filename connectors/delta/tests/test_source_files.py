@@ -1,0 +1,249 @@
+"""What the Delta source reads from the files: partition values, schema evolution of the
+source table, log entries that are gone, and what it refuses (deletion vectors, column
+mapping)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+import microbatch as mb
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _source_testing import ids, run_available_now, stream
+
+
+@pytest.fixture(scope="module")
+def session() -> mb.Session:
+    return mb.Session()
+
+
+def _sorted(table: pa.Table) -> list[dict[str, Any]]:
+    return sorted(table.to_pylist(), key=lambda row: row["id"])
+
+
+def _partition_rows(first: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(range(first, first + 4), pa.int64()),
+            "day": pa.array([dt.date(2024, 1, 1), dt.date(2024, 1, 2), None, dt.date(2024, 1, 1)]),
+            "city": pa.array(["a b", "x/y=z", "plain", None]),
+            "n": pa.array([1, 2, 3, 4], pa.int32()),
+        }
+    )
+
+
+def test_partition_values_come_back_typed_in_the_snapshot_and_in_later_versions(
+    session: mb.Session, delta_table: Any, tmp_path: Path
+) -> None:
+    delta_table.append(_partition_rows(0), partition_by=["day", "city"])
+    checkpoint = tmp_path / "cp"
+    snapshot, _ = run_available_now(session, delta_table.uri, checkpoint)
+    delta_table.append(_partition_rows(10), partition_by=["day", "city"])
+    later, _ = run_available_now(session, delta_table.uri, checkpoint)
+    assert snapshot.schema == later.schema == delta_table.read().schema
+    expected = _sorted(delta_table.read())
+    assert _sorted(pa.concat_tables([snapshot, later])) == expected
+    assert {row["city"] for row in expected} == {"a b", "x/y=z", "plain", None}
+    batch = session.read.format("delta").load(delta_table.uri)
+    assert _sorted(batch) == expected
+
+
+def test_a_schema_change_stops_a_running_stream_and_a_restart_reads_the_new_schema(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 3))
+    checkpoint = tmp_path / "cp"
+    run_available_now(session, delta_table.uri, checkpoint)
+    frame = stream(session, delta_table.uri)  # loaded with the old schema
+    wider = make_numbers(3, 3).append_column("extra", pa.array(["e3", "e4", "e5"]))
+    delta_table.append(make_numbers(100, 1))
+    version = delta_table.append(wider, schema_mode="merge")
+    query = (
+        frame.write_stream.format("memory")
+        .query_name("before_restart")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(available_now=True)
+        .start()
+    )
+    with pytest.raises(mb.StreamingQueryException) as failure:
+        query.await_termination(timeout=60)
+    text = str(failure.value.__cause__)
+    assert text.startswith(f"Detected schema change in version {version} of the Delta table")
+    assert "streaming source schema: root\n-- id: int64" in text
+    assert "-- extra: string (nullable = true)" in text
+    assert "Please try restarting the query." in text
+    assert ids(session.table("before_restart")) == [100]  # the version before it was read
+    rows, _ = run_available_now(session, delta_table.uri, checkpoint)  # a new load
+    assert rows.schema.names == ["id", "name", "extra"]
+    assert rows.to_pylist() == [{"id": i, "name": f"n{i}", "extra": f"e{i}"} for i in (3, 4, 5)]
+    # a new stream reads files written before the column as nulls in it
+    everything, _ = run_available_now(session, delta_table.uri, tmp_path / "fresh")
+    assert {row["id"]: row["extra"] for row in everything.to_pylist()}[0] is None
+
+
+def test_a_log_entry_removed_after_a_checkpoint_is_reported_with_its_version(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 2))
+    checkpoint = tmp_path / "cp"
+    run_available_now(session, delta_table.uri, checkpoint)  # read up to (1, -1)
+    for n in range(3):
+        delta_table.append(make_numbers(10 + n, 1))
+    DeltaTable(delta_table.uri).create_checkpoint()
+    for version in range(3):
+        (Path(delta_table.uri) / "_delta_log" / f"{version:020d}.json").unlink()
+    with pytest.raises(mb.StreamingQueryException) as failure:
+        run_available_now(session, delta_table.uri, checkpoint)
+    text = str(failure.value.__cause__)
+    assert text.startswith(
+        "The log entry _delta_log/00000000000000000001.json of version 1 of the Delta table"
+    )
+    assert "(the log now keeps versions 3 to 3)" in text
+    assert "it's likely your query is lagging behind" in text
+
+
+def _write_entry(path: str, version: int, actions: list[dict[str, Any]]) -> None:
+    entry = Path(path) / "_delta_log" / f"{version:020d}.json"
+    entry.write_text("".join(json.dumps(action) + "\n" for action in actions))
+
+
+def _first_add(path: str) -> dict[str, Any]:
+    text = (Path(path) / "_delta_log" / f"{0:020d}.json").read_text()
+    return next(json.loads(line)["add"] for line in text.splitlines() if '"add"' in line)
+
+
+def test_files_with_deletion_vectors_are_refused(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 2))
+    checkpoint = tmp_path / "cp"
+    run_available_now(session, delta_table.uri, checkpoint)
+    add = {
+        **_first_add(delta_table.uri),
+        "deletionVector": {
+            "storageType": "i",
+            "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+            "offset": 1,
+            "sizeInBytes": 36,
+            "cardinality": 1,
+        },
+    }
+    _write_entry(
+        delta_table.uri, 1, [{"commitInfo": {"timestamp": 1, "operation": "WRITE"}}, {"add": add}]
+    )
+    with pytest.raises(mb.StreamingQueryException) as failure:
+        run_available_now(session, delta_table.uri, checkpoint)
+    assert "added by version 1 of the Delta table" in str(failure.value.__cause__)
+    assert "has a deletion vector, which the Delta source cannot apply" in str(
+        failure.value.__cause__
+    )
+
+
+def test_column_mapping_is_refused(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 2))
+    frame = stream(session, delta_table.uri)
+    table = DeltaTable(delta_table.uri)
+    metadata = {
+        "id": table.metadata().id,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": table.schema().to_json(),
+        "partitionColumns": [],
+        "configuration": {"delta.columnMapping.mode": "name"},
+        "createdTime": 1,
+    }
+    _write_entry(
+        delta_table.uri,
+        1,
+        [
+            {"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES"}},
+            {"metaData": metadata},
+        ],
+    )
+    with pytest.raises(mb.SourceError, match=r"mode=name \(since version 1\)\)"):
+        (  # the snapshot the stream would start with is newer than its schema
+            frame.write_stream.format("memory")
+            .query_name("mapped")
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(available_now=True)
+            .start()
+        )
+    with pytest.raises(mb.SourceError, match="uses column mapping"):
+        session.read_stream.format("delta").load(delta_table.uri)
+
+
+def test_files_written_before_a_nested_field_was_added_read_with_nulls_in_it(
+    session: mb.Session, delta_table: Any
+) -> None:
+    inner = pa.struct([("a", pa.int64())])
+    wider = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    delta_table.append(
+        pa.table(
+            {
+                "id": pa.array([1, 2], pa.int64()),
+                "s": pa.array([{"a": 1}, None], inner),
+                "l": pa.array([[{"a": 1}, None], None], pa.list_(inner)),
+            }
+        )
+    )
+    delta_table.append(
+        pa.table(
+            {
+                "id": pa.array([3], pa.int64()),
+                "s": pa.array([{"a": 3, "b": "x"}], wider),
+                "l": pa.array([[{"a": 3, "b": "y"}]], pa.list_(wider)),
+            }
+        ),
+        schema_mode="merge",
+    )
+    rows = session.read.format("delta").load(delta_table.uri)
+    assert _sorted(rows) == [
+        {"id": 1, "s": {"a": 1, "b": None}, "l": [{"a": 1, "b": None}, None]},
+        {"id": 2, "s": None, "l": None},
+        {"id": 3, "s": {"a": 3, "b": "x"}, "l": [{"a": 3, "b": "y"}]},
+    ]
+    assert _sorted(rows) == _sorted(delta_table.read())
+
+
+def test_a_version_that_only_changes_table_properties_is_read_past(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 2))
+    checkpoint = tmp_path / "cp"
+    frame = stream(session, delta_table.uri)
+    DeltaTable(delta_table.uri).alter.set_table_properties({"delta.appendOnly": "false"})
+    delta_table.append(make_numbers(2, 2))
+    query = (
+        frame.write_stream.format("memory")
+        .query_name("properties")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(available_now=True)
+        .start()
+    )
+    assert query.await_termination(timeout=60)
+    assert ids(session.table("properties")) == [0, 1, 2, 3]
+
+
+def test_with_fail_on_data_loss_false_lost_versions_are_skipped_and_counted(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 2))
+    checkpoint = tmp_path / "cp"
+    run_available_now(session, delta_table.uri, checkpoint)  # read up to (1, -1)
+    for n in range(3):
+        delta_table.append(make_numbers(10 + n, 1))  # versions 1, 2, 3
+    DeltaTable(delta_table.uri).create_checkpoint()
+    for version in range(3):
+        (Path(delta_table.uri) / "_delta_log" / f"{version:020d}.json").unlink()
+    rows, query = run_available_now(session, delta_table.uri, checkpoint, failOnDataLoss=False)
+    assert ids(rows) == [12]  # versions 1 and 2 are lost
+    assert query.recent_progress[-1]["sources"][0]["metrics"]["numLostVersions"] == "2"

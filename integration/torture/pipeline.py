@@ -3,8 +3,9 @@
 Usage: python pipeline.py KIND MODE WORKDIR
 
 KIND is ``parquet`` (JSON files -> parquet, partitioned by ``kind``), ``archive`` (the same
-with ``cleanSource=archive``) or ``chained`` (the parquet sink of ``parquet``, read through its
-manifest, -> another parquet sink). MODE is ``stream`` (run until killed; prints ``READY`` on
+with ``cleanSource=archive``), ``chained`` (the parquet sink of ``parquet``, read through its
+manifest, -> another parquet sink), or ``delta-append`` / ``delta-merge`` (JSON files -> the
+``delta`` sink, see ``torture_delta.py``). MODE is ``stream`` (run until killed; prints ``READY`` on
 stdout once the query has started) or ``drain`` (the available-now trigger: take everything
 there is, then exit 0). The crash hook of the testkit is armed, so ``MICROBATCH_CRASH_AT``
 kills the process at a batch phase. Any query failure exits non-zero with its traceback.
@@ -17,6 +18,8 @@ import sys
 import traceback
 from pathlib import Path
 from typing import Any
+
+from torture_delta import DELTA_PIPELINES, build_delta
 
 import microbatch as mb
 from microbatch_testkit import crash
@@ -39,6 +42,8 @@ def paths(workdir: Path, kind: str) -> dict[str, Path]:
 
 def build(session: mb.Session, kind: str, folders: dict[str, Path], drain: bool) -> object:
     """Start the query of pipeline ``kind``; return it."""
+    if kind in DELTA_PIPELINES:
+        return build_delta(session, kind, SCHEMA, folders, drain)
     if kind == "chained":
         reader = (
             session.read_stream.format("parquet")

@@ -6,9 +6,10 @@ Usage (from the repository root, with the project's virtualenv)::
     .venv/bin/python integration/torture/run_torture.py --quick
     .venv/bin/python integration/torture/run_torture.py --kills 50 --in-place
     .venv/bin/python integration/torture/run_torture.py --pipelines kafka --kills 30
+    .venv/bin/python integration/torture/run_torture.py --pipelines delta --kills 30
 
 Pipelines (``--pipelines``, comma-separated, or the groups ``files`` (the default: the first
-three), ``kafka`` (the last three) and ``all``):
+three), ``kafka`` (the next three), ``delta`` (the last two) and ``all``):
 
 - ``parquet``: JSON files -> parquet file sink partitioned by ``kind``;
 - ``archive``: the same with ``cleanSource=archive`` (every input file archived exactly once);
@@ -20,7 +21,12 @@ three), ``kafka`` (the last three) and ``all``):
   transactions, some of those aborted), -> the parquet sink, -> a Kafka topic with
   ``exactlyOnce=true``, -> a Kafka topic at-least-once (``kafka_pipeline.py``). They need a
   broker: the testkit's service selection (``MICROBATCH_SERVICES``, ``MICROBATCH_KAFKA_BOOTSTRAP``)
-  finds or starts one.
+  finds or starts one;
+- ``delta-append``, ``delta-merge`` (``--pipelines delta``): JSON files -> the ``delta`` sink,
+  appended, or upserted with ``mode=merge`` (the table must end with the latest row of each
+  key); every Delta commit must carry one transaction of the query, no batch id twice
+  (``torture_delta.py``). While ``delta-append`` is killed, its table is read again and again
+  with delta-rs: every read must succeed and show no row twice.
 
 Each pipeline runs in a loop: new files arrive (between runs, and while it runs), the pipeline
 starts in a child process (``pipeline.py``) and is killed with SIGKILL, either at a random
@@ -51,6 +57,13 @@ from pathlib import Path
 from typing import Any
 
 from torture_check import SinkReport, check_archive, check_sink, compare, orphan_files, read_rows
+from torture_delta import (
+    DELTA_PIPELINES,
+    check_delta,
+    commit_count,
+    read_delta_rows,
+    unlisted_files,
+)
 from torture_input import InputFolder
 from torture_kafka import (
     PARTITIONS,
@@ -65,8 +78,13 @@ from microbatch_testkit import crash
 
 FILE_PIPELINES = ("parquet", "archive", "chained")
 KAFKA_PIPELINES = ("kafka-parquet", "kafka-kafka-eos", "kafka-kafka-alo")
-PIPELINES = FILE_PIPELINES + KAFKA_PIPELINES
-GROUPS = {"files": FILE_PIPELINES, "kafka": KAFKA_PIPELINES, "all": PIPELINES}
+PIPELINES = FILE_PIPELINES + KAFKA_PIPELINES + DELTA_PIPELINES
+GROUPS = {
+    "files": FILE_PIPELINES,
+    "kafka": KAFKA_PIPELINES,
+    "delta": DELTA_PIPELINES,
+    "all": PIPELINES,
+}
 SCRIPT = Path(__file__).with_name("pipeline.py")
 KAFKA_SCRIPT = Path(__file__).with_name("kafka_pipeline.py")
 TXN_KILL_VAR = "MICROBATCH_TORTURE_TXN_KILL"
@@ -336,6 +354,9 @@ def loop(
 
 
 def verify(pipeline: Pipeline, upstream: Pipeline | None) -> None:
+    if pipeline.kind in DELTA_PIPELINES:
+        verify_delta(pipeline)
+        return
     if pipeline.kind in KAFKA_PIPELINES:
         verify_kafka(pipeline)
         note_leftovers_and_kills(pipeline, pipeline.base / "out")
@@ -363,6 +384,43 @@ def verify(pipeline: Pipeline, upstream: Pipeline | None) -> None:
     if isinstance(pipeline.source, InputFolder):
         methods = ", ".join(f"{k} {v}" for k, v in pipeline.source.methods.items() if v)
         pipeline.notes.append(f"{pipeline.source.file_count} input files ({methods})")
+
+
+def verify_delta(pipeline: Pipeline) -> None:
+    """Compare a Delta pipeline's table and log with its input."""
+    source = pipeline.source
+    assert isinstance(source, InputFolder)
+    output = pipeline.base / "out"
+    pipeline.report = check_delta(pipeline.kind, pipeline.base, source.rows)
+    lost = [ident for ident in source.rows if ident not in pipeline.report.seen]
+    if lost and pipeline.kind == "delta-append":
+        files = sorted({source.rows[ident][1] for ident in lost})
+        pipeline.notes.append(f"lost rows come from files {files[:10]}")
+    pipeline.notes.append(
+        f"{commit_count(output)} Delta commits, {unlisted_files(output)} parquet files not in "
+        f"the latest version (killed attempts, rewritten by merges, for VACUUM); "
+        f"{source.file_count} input files, {len(source.rows)} rows"
+    )
+    note_leftovers_and_kills(pipeline, output)
+
+
+def read_delta_while_written(
+    pipeline: Pipeline, output: Path, rows: dict, stop: threading.Event
+) -> None:
+    """Read the Delta table at ``output`` with delta-rs again and again until ``stop``: each
+    read must succeed (once the table exists) and show whole input rows, none twice."""
+    while not stop.wait(pipeline.rng.uniform(0.05, 0.3)):
+        if not (output / "_delta_log").is_dir():
+            continue
+        pipeline.batch_reads += 1
+        try:
+            found = read_delta_rows(output)
+        except Exception as error:
+            pipeline.batch_read_failures.append(f"{type(error).__name__}: {error}"[:300])
+            continue
+        report = compare(found, rows.copy())
+        if report.doubled:
+            pipeline.batch_read_failures.append(f"{report.doubled} rows seen twice")
 
 
 def verify_kafka(pipeline: Pipeline) -> None:
@@ -479,7 +537,8 @@ def print_summary(pipelines: list[Pipeline]) -> None:
             print(f"{p.kind}: ... {len(p.errors) - 5} more ERROR lines")
         if p.batch_reads:
             print(
-                f"{p.kind}: {p.batch_reads} batch reads of the upstream sink while it was "
+                f"{p.kind}: {p.batch_reads} batch reads of "
+                f"{'the upstream' if p.kind == 'chained' else 'its'} sink while it was "
                 f"written, {len(p.batch_read_failures)} failed"
             )
         for problem in p.batch_read_failures[:5]:
@@ -615,6 +674,13 @@ def run(args: argparse.Namespace, selected: list[str], service: Any) -> int:
         )
         thread.start()
         threads.append(thread)
+        if kind == "delta-append" and isinstance(pipeline.source, InputFolder):
+            reader = threading.Thread(
+                target=read_delta_while_written,
+                args=(pipeline, pipeline.base / "out", pipeline.source.rows, pipeline.looping),
+            )
+            reader.start()
+            threads.append(reader)
         if kind == "chained" and pipelines["parquet"].source is not None:
             reader = threading.Thread(
                 target=read_while_written,

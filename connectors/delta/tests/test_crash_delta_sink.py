@@ -126,3 +126,24 @@ def test_delta_sink_is_exactly_once_after_sigkills(mode: str, tmp_path: Path) ->
     assert delta.transaction_version(app_id) == batches[-1]
     assert len(delta.history()) == len(batches)
     assert delta.metadata().partition_columns == ["kind"]
+
+
+def test_history_check_finds_a_batch_committed_twice(tmp_path: Path) -> None:
+    """The log check the crash tests rely on sees a replayed batch committed again, a batch
+    with no commit, and a commit without the query's transaction."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    table = str(tmp_path / "table")
+    rows = pa.table({"id": [1]})
+    for version in (0, 0, 2):
+        txn = CommitProperties(app_transactions=[Transaction("q", version)])
+        write_deltalake(table, rows, mode="append", commit_properties=txn)
+    write_deltalake(table, rows, mode="append")
+    problems = pipeline_script.history_problems(table, "q", [0, 1, 2])
+    assert problems == [
+        "version 3 (WRITE) carries the transactions [], not one of q",
+        "batches committed more than once: [0]",
+        "batches without a commit: [1]; commits of no batch: []",
+    ]
+    assert pipeline_script.history_problems(table, "q", [0, 2]) != []

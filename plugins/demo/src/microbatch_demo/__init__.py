@@ -1,6 +1,7 @@
-"""The demo job behind ``make demo``: JSON event files stream into a parquet table, live.
+"""The demo job behind ``make demo``: JSON event files stream into a Delta table, live.
 
-It needs the ``microbatch-file`` connector; the core itself runs without it.
+It needs the ``microbatch-file`` and ``microbatch-delta`` connectors; the core itself runs
+without them.
 """
 
 from __future__ import annotations

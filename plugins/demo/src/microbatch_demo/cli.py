@@ -17,7 +17,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="microbatch demo",
         description="A generator drops JSON event files into a folder while a query streams "
-        "them into a parquet table (json file source -> parquet file sink), then reads it back.",
+        "them into a Delta table (json file source -> delta sink), then reads it back and "
+        "shows the table's history.",
     )
     parser.add_argument(
         "--seconds", type=_positive_float, default=6.0, help="how long files arrive"

@@ -1,10 +1,12 @@
-"""``microbatch demo`` (or ``microbatch-demo``): JSON files stream into a parquet table, live.
+"""``microbatch demo`` (or ``microbatch-demo``): JSON files stream into a Delta table, live.
 
 A generator drops files of sensor events into a local folder (written under a temporary name,
 then renamed, as a well-behaved producer does). A query reads them with the ``json`` file
-source, ``maxFilesPerTrigger`` at a time, and appends them to a parquet table through the
-exactly-once file sink. When the generator stops, the query catches up, and a summary is read
-back from the table. :func:`start_pipeline` is the part to copy into your own code.
+source, ``maxFilesPerTrigger`` at a time, and appends them to a Delta table partitioned by
+``status`` through the exactly-once ``delta`` sink (one Delta commit per batch, carrying the
+query id and batch id). When the generator stops, the query catches up; the table is read back
+with delta-rs and its history shown, one commit per batch. :func:`start_pipeline` is the part
+to copy into your own code.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from rich.text import Text
 
 from microbatch import MicrobatchError, Session, StreamingQuery
 
+from .history import Commit, read_history
+
 __all__ = ["EVENT_SCHEMA", "EventFileWriter", "run_demo", "start_pipeline"]
 
 EVENT_SCHEMA = "device_id STRING, temperature DOUBLE, status STRING, ts TIMESTAMP"
@@ -35,13 +39,13 @@ _MASK = (1 << 64) - 1
 def start_pipeline(
     session: Session, incoming: str, table: str, checkpoint: str, files_per_trigger: int
 ) -> StreamingQuery:
-    """The demo query: JSON files in ``incoming`` -> parquet table at ``table``."""
+    """The demo query: JSON files in ``incoming`` -> Delta table at ``table``."""
     return (
         session.read_stream.format("json")
         .schema(EVENT_SCHEMA)
         .option("maxFilesPerTrigger", files_per_trigger)
         .load(incoming)
-        .write_stream.format("parquet")
+        .write_stream.format("delta")
         .partition_by("status")
         .option("checkpointLocation", checkpoint)
         .start(table)
@@ -111,7 +115,7 @@ class _Totals:
 
     def table(self, writer: EventFileWriter, phase: str) -> Table:
         elapsed = max(time.monotonic() - self.started, 1e-9)
-        table = Table(title=f"demo: JSON files -> parquet table ({phase})", title_justify="left")
+        table = Table(title=f"demo: JSON files -> Delta table ({phase})", title_justify="left")
         for column in ("Files written", "Batches", "Rows", "Rows/s", "Last batch"):
             table.add_column(column, justify="right")
         table.add_row(
@@ -172,7 +176,8 @@ def run_demo(
     if query.exception() is not None:
         err.print(f"[red]The demo query failed:[/] {escape(str(query.exception()))}")
         return 1
-    out.print(_summary(session, str(table), writer, totals))
+    out.print(_summary(str(table), writer, totals))
+    out.print(_history(str(table), query.id, checkpoint))
     out.print(
         f"Files: {root}  (inspect the checkpoint: microbatch checkpoint inspect {checkpoint})",
         highlight=False,
@@ -190,17 +195,18 @@ def _produce(
         stop.wait(1 / per_second)
 
 
-def _summary(session: Session, table: str, writer: EventFileWriter, totals: _Totals) -> Group:
-    """Read the table back (through the sink's manifest) and summarise it."""
+def _summary(table: str, writer: EventFileWriter, totals: _Totals) -> Group:
+    """Read the table back with delta-rs (an independent reader) and summarise it."""
     import pyarrow.compute as pc
+    from deltalake import DeltaTable
 
-    result = session.read.format("parquet").load(table)
+    result = DeltaTable(table).to_pyarrow_table()
     grouped = (
         result.group_by("status")
         .aggregate([("temperature", "count"), ("temperature", "mean"), ("temperature", "max")])
         .sort_by("status")
     )
-    by_status = Table(title="Read back from the parquet table", title_justify="left")
+    by_status = Table(title="Read back from the Delta table (delta-rs)", title_justify="left")
     for column in ("status", "rows", "mean temperature", "max temperature"):
         by_status.add_column(column, justify="right" if column != "status" else "left")
     for row in grouped.to_pylist():
@@ -221,3 +227,48 @@ def _summary(session: Session, table: str, writer: EventFileWriter, totals: _Tot
     lines.add_row("batches", f"{totals.batches:,}")
     lines.add_row("devices", f"{devices:,}")
     return Group(Text(""), by_status, lines)  # the blank line ends a live display's last frame
+
+
+HISTORY_ROWS = 12
+"""The history shows at most this many commits (the first and the latest ones)."""
+
+
+def _history(table: str, query_id: str, checkpoint: Path) -> Group:
+    """The table's history: one commit per batch, each carrying the query's transaction (the
+    batches are those of the checkpoint's commit log)."""
+    commits = read_history(table)
+    folder = checkpoint / "commits"
+    ran = sorted(int(path.name) for path in folder.iterdir() if path.name.isdigit())
+    history = Table(title="Delta table history (one commit per batch)", title_justify="left")
+    for column in ("version", "batch", "operation", "files", "rows", "committed at"):
+        history.add_column(column, justify="left" if column == "operation" else "right")
+    shown: list[Commit | None] = list(commits)
+    if len(commits) > HISTORY_ROWS:
+        half = HISTORY_ROWS // 2
+        shown = [*commits[:half], None, *commits[-half:]]
+    for commit in shown:
+        if commit is None:
+            history.add_row("...", "", f"{len(commits) - HISTORY_ROWS} more commits", "", "", "")
+            continue
+        batch = commit.batch_of(query_id)
+        moment = datetime.fromtimestamp(commit.timestamp_ms / 1000, UTC)
+        history.add_row(
+            str(commit.version),
+            "-" if batch is None else str(batch),
+            commit.operation,
+            f"{commit.files_added:,}",
+            f"{commit.rows_added:,}",
+            moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}",
+        )
+    batches = [commit.batch_of(query_id) for commit in commits]
+    carried = [batch for batch in batches if batch is not None]
+    once = len(carried) == len(commits) and sorted(carried) == ran
+    verdict = "one commit per batch" if once else "MISMATCH"
+    check = Text.assemble(
+        ("commits ", ""),
+        (f"{len(commits):,}", "bold"),
+        (", batches ", ""),
+        (f"{len(ran):,}", "bold"),
+        (f" ({verdict}, app id = query id {query_id})", "green" if once else "bold red"),
+    )
+    return Group(Text(""), history, check)

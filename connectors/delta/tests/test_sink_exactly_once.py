@@ -246,7 +246,7 @@ def test_two_runs_creating_the_table_at_once_are_fenced(tmp_path: Path) -> None:
     first, second = make_writer(path), RacingWriter(path)
     messages, second_messages = write(first, 0, rows([1])), write(second, 0, rows([1]))
     second.meanwhile.append(lambda: first.commit(messages, 0))  # after second saw no table
-    with pytest.raises(mb.SinkError, match="committed batch 0 to .* concurrently"):
+    with pytest.raises(mb.SinkError, match=r"committed batch 0 to .* concurrently"):
         second.commit(second_messages, 0)
     assert read_ids(path) == [1]
     assert transactions(path) == [("query-1", 0)]

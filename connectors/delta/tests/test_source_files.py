@@ -141,10 +141,49 @@ def test_files_with_deletion_vectors_are_refused(
     )
     with pytest.raises(mb.StreamingQueryException) as failure:
         run_available_now(session, delta_table.uri, checkpoint)
-    assert "added by version 1 of the Delta table" in str(failure.value.__cause__)
+    assert "of version 1 of the Delta table" in str(failure.value.__cause__)
     assert "has a deletion vector, which the Delta source cannot apply" in str(
         failure.value.__cause__
     )
+
+
+def test_deletion_vectors_in_the_snapshot_are_refused_by_streams_and_batch_reads(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 2))
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": ["deletionVectors"],
+    }
+    add = {
+        **_first_add(delta_table.uri),
+        "deletionVector": {
+            "storageType": "i",
+            "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+            "offset": 1,
+            "sizeInBytes": 36,
+            "cardinality": 1,
+        },
+    }
+    remove = {"path": add["path"], "dataChange": True, "deletionTimestamp": 1}
+    _write_entry(
+        delta_table.uri,
+        1,
+        [
+            {"commitInfo": {"timestamp": 1, "operation": "DELETE"}},
+            {"protocol": protocol},
+            {"remove": remove},
+            {"add": add},
+        ],
+    )
+    with pytest.raises(mb.StreamingQueryException) as failure:
+        run_available_now(session, delta_table.uri, tmp_path / "cp")
+    assert "of version 1 of the Delta table" in str(failure.value.__cause__)
+    assert "deletion vector" in str(failure.value.__cause__)
+    with pytest.raises(mb.SourceError, match="deletion vector"):
+        session.read.format("delta").load(delta_table.uri)
 
 
 def test_column_mapping_is_refused(
@@ -247,3 +286,91 @@ def test_with_fail_on_data_loss_false_lost_versions_are_skipped_and_counted(
     rows, query = run_available_now(session, delta_table.uri, checkpoint, failOnDataLoss=False)
     assert ids(rows) == [12]  # versions 1 and 2 are lost
     assert query.recent_progress[-1]["sources"][0]["metrics"]["numLostVersions"] == "2"
+
+
+def test_a_data_file_removed_by_hand_or_vacuum_stops_the_stream_naming_it(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 2))
+    gone = _first_add(delta_table.uri)["path"]
+    (Path(delta_table.uri) / gone).unlink()
+    with pytest.raises(mb.StreamingQueryException) as failure:
+        run_available_now(session, delta_table.uri, tmp_path / "cp")
+    text = str(failure.value.__cause__)
+    assert text.startswith(f"The data file {gone} of version 0 of the Delta table at")
+    assert "cannot be found" in text
+
+
+def test_lists_and_maps_of_structs_read_in_a_wider_schema_batch_by_batch(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from microbatch_delta._file_reader import DeltaFileReader, DeltaFileSplit, conform_array
+    from microbatch_delta._table import DeltaTarget
+
+    item = pa.struct([("a", pa.int64())])
+    wider = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    lists = [[{"a": 1}], None, [{"a": 2}, {"a": 3}], [], None, [{"a": 4}]]
+    maps = [[("k", {"a": 1})], None, [], [("x", None)], None, [("y", {"a": 2})]]
+    data = pa.table(
+        {
+            "id": pa.array(range(6), pa.int64()),
+            "l": pa.array(lists, pa.list_(item)),
+            "m": pa.array(maps, pa.map_(pa.string(), item)),
+        }
+    )
+    pq.write_table(data, tmp_path / "f.parquet")
+    schema = pa.schema(
+        [("id", pa.int64()), ("l", pa.list_(wider)), ("m", pa.map_(pa.string(), wider))]
+    )
+    reader = DeltaFileReader(DeltaTarget(str(tmp_path)), schema, (), batch_rows=4)
+    batches = list(reader.read(DeltaFileSplit("f.parquet", 1, (), 0, 0)))
+    rows = pa.Table.from_batches(batches).to_pylist()
+    assert [row["l"] for row in rows] == [
+        None if v is None else [{**x, "b": None} for x in v] for v in lists
+    ]
+    assert [row["m"] for row in rows] == [
+        None if v is None else [(k, None if x is None else {**x, "b": None}) for k, x in v]
+        for v in maps
+    ]
+    sliced = data.column("l").combine_chunks().slice(1)  # a slice with nulls, as batches can be
+    assert conform_array(sliced, pa.list_(wider)).to_pylist() == [
+        None if v is None else [{**x, "b": None} for x in v] for v in lists[1:]
+    ]
+
+
+def test_a_table_with_deletion_vectors_enabled_but_none_written_reads(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    # delta-rs declares the reader features deletionVectors and variantType for such a table
+    delta_table.append(make_numbers(0, 3), configuration={"delta.enableDeletionVectors": "true"})
+    assert "variantType" in DeltaTable(delta_table.uri).protocol().reader_features
+    delta_table.append(make_numbers(3, 2))
+    rows, _ = run_available_now(session, delta_table.uri, tmp_path / "cp")
+    assert ids(rows) == list(range(5))
+    assert ids(session.read.format("delta").load(delta_table.uri)) == list(range(5))
+
+
+def test_variant_columns_are_refused_by_name(
+    session: mb.Session, delta_table: Any, make_numbers: Any
+) -> None:
+    delta_table.append(make_numbers(0, 2), configuration={"delta.enableDeletionVectors": "true"})
+    table = DeltaTable(delta_table.uri)
+    schema = json.loads(table.schema().to_json())
+    variant = {"name": "v", "type": "variant", "nullable": True, "metadata": {}}
+    inner = {"type": "struct", "fields": [variant]}
+    schema["fields"].append({"name": "s", "type": inner, "nullable": True, "metadata": {}})
+    metadata = {
+        "id": table.metadata().id,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema),
+        "partitionColumns": [],
+        "configuration": {},
+        "createdTime": 1,
+    }
+    _write_entry(
+        delta_table.uri,
+        1,
+        [{"commitInfo": {"timestamp": 1, "operation": "ADD COLUMNS"}}, {"metaData": metadata}],
+    )
+    with pytest.raises(mb.SourceError, match=r"has variant columns \(s\.v\), which the Delta"):
+        session.read_stream.format("delta").load(delta_table.uri)

@@ -53,6 +53,13 @@ def test_timestamps_are_utc_unless_a_zone_is_given() -> None:
     assert parse_timestamp_ms("1970-01-01 00:00:01.5") == 1500
     assert parse_timestamp_ms("1970-01-01T01:00:00+01:00") == 0
     assert parse_timestamp_ms("1970-01-01T00:00:00Z") == 0
+    assert parse_timestamp_ms("1714521600000") == 1_714_521_600_000
+
+
+def test_epoch_seconds_are_refused_rather_than_read_as_milliseconds() -> None:
+    refused = "Invalid value '1714521600' for option 'startingTimestamp'"
+    with pytest.raises(ValueError, match=refused):
+        parse_timestamp_ms("1714521600", "startingTimestamp")
 
 
 def test_the_default_limit_is_deltas() -> None:

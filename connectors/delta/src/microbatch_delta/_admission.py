@@ -83,8 +83,6 @@ class Admission:
 
     def admit_whole(self, sizes: Sequence[int]) -> bool:
         """Take all of a version's files, or none: they fit, or nothing was taken yet."""
-        if not sizes:
-            return self.has_room or self.taken == 0
         fits = len(sizes) <= self.files_left and sum(sizes) <= self.bytes_left
         if self.taken and not fits:
             return False

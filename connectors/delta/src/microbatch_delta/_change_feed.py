@@ -27,7 +27,6 @@ delta-rs (``DeltaTable.load_cdf``) reads the change files; what it does not do i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ import pyarrow.compute as pc
 
 import microbatch as mb
 
+from ._log import commit_file_time_ms, read_commit
 from ._table import DeltaTarget, log_entry_name
 
 if TYPE_CHECKING:
@@ -203,17 +203,13 @@ def commit_timestamp_ms(target: DeltaTarget, version: int) -> int:
     timestamps, else ``timestamp``, which is what delta-rs's change feed and history use), or
     the log entry's modification time when it has no ``commitInfo``."""
     filesystem = target.filesystem()
-    entry = log_entry_name(version)
-    for action in _log_actions(filesystem, entry):
-        info = action.get("commitInfo")
-        if info is not None:
-            stamp = info.get("inCommitTimestamp", info.get("timestamp"))
-            if stamp is not None:
-                return int(stamp)
-    mtime = filesystem.get_file_info(entry).mtime_ns
+    commit = read_commit(filesystem, version)
+    if commit is not None and commit.timestamp_ms is not None:
+        return commit.timestamp_ms
+    mtime = commit_file_time_ms(filesystem, version)
     if mtime is None:
         raise mb.SourceError(f"No commit time for version {version} of {target.uri}")
-    return int(mtime // 1_000_000)
+    return mtime
 
 
 def read_changes(split: ChangeRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -231,12 +227,18 @@ def read_changes(split: ChangeRange, schema: pa.Schema) -> Iterator[pa.RecordBat
     if last > first:
         filesystem = split.target.filesystem()
         for version in range(first + 1, last + 1):
-            for action in _log_actions(filesystem, log_entry_name(version)):
-                metadata = action.get("metaData")
-                if metadata is not None and not change_feed_enabled(
-                    metadata.get("configuration") or {}
-                ):
-                    raise _not_recorded(split.target.uri, first, last, version)
+            commit = read_commit(filesystem, version)
+            if commit is None:
+                raise mb.SourceError(
+                    f"The log entry {log_entry_name(version)} of the Delta table at "
+                    f"{split.target.uri} is gone: the change data feed of version {version} "
+                    "cannot be read"
+                )
+            metadata = commit.metadata
+            if metadata is not None and not change_feed_enabled(
+                metadata.get("configuration") or {}
+            ):
+                raise _not_recorded(split.target.uri, first, last, version)
     try:
         reader = pa.RecordBatchReader.from_stream(
             table.load_cdf(starting_version=first, ending_version=last)
@@ -323,26 +325,6 @@ def _not_recorded(path: str, start: int, end: int, version: int) -> mb.SourceErr
         f"(DeltaTable(path).history()) to see when it was first enabled and start from there "
         f"(startingVersion). Otherwise, {_ENABLE_HINT}."
     )
-
-
-def _log_actions(filesystem: Any, entry: str) -> list[dict[str, Any]]:
-    """The actions of one log entry, one dict per line."""
-    try:
-        with filesystem.open_input_stream(entry) as stream:
-            data = stream.read()
-    except OSError as error:
-        raise mb.SourceError(f"Cannot read the Delta log entry {entry}: {error}") from error
-    actions = []
-    for number, line in enumerate(data.splitlines(), start=1):
-        if line.strip():
-            try:
-                actions.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise mb.SourceError(
-                    f"The Delta log entry {entry} is not valid JSON at line {number} "
-                    f"({error.msg}): the table's log is damaged"
-                ) from None
-    return actions
 
 
 def _conform(batch: pa.RecordBatch, schema: pa.Schema, split: ChangeRange | None) -> pa.RecordBatch:

@@ -21,8 +21,14 @@ Commits, by case (each is one Delta commit):
 - ``mergeSchema`` with new columns (append), or ``overwriteSchema`` with another partitioning
   (complete): the parts were staged under ``_microbatch_staging/<query id>/<batch id>/`` and
   are written again by ``write_deltalake`` (``schema_mode="merge"`` / ``"overwrite"``), read
-  back as one stream; the staged files are deleted after the commit;
+  back as one stream; the staged files are deleted after the commit. A table with CHECK
+  constraints or invariants takes the same path (delta-rs's writer checks the rows; a
+  violation fails the batch with a ``SinkError``, nothing committed);
 - ``mode=merge``: ``_merge.commit_merge`` (staged files merged by key).
+
+Tables this path cannot write correctly (column mapping, generated or identity columns,
+unknown writer features; an append-only table in complete or merge mode) are refused before
+anything is written (``_table_features``).
 
 A commit that fails because another run of the same query committed (the two runs share the
 app id) stops the run: only one run may write. A conflict with any other writer is retried
@@ -33,6 +39,7 @@ runs the batch again).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -138,7 +145,7 @@ class DeltaStreamWriter(mb.StreamWriter):
         settings = self._settings
         schema = table_arrow_schema(table) if table is not None else None
         partitions = tuple(table.metadata().partition_columns) if table is not None else ()
-        return fit_batch(
+        fit = fit_batch(
             self._schema,
             schema,
             partitions,
@@ -148,9 +155,20 @@ class DeltaStreamWriter(mb.StreamWriter):
             merge_schema=settings.merge_schema,
             overwrite_schema=settings.overwrite_schema,
         )
+        if table is None:
+            return fit
+        from ._table_features import table_needs
+
+        needs = table_needs(table, self._target.uri, removes=settings.complete or settings.merge)
+        if fit.change in ("evolve", "replace"):  # new columns: none may be the feed's own
+            from ._table_features import check_change_feed_columns
+
+            configuration = table.metadata().configuration
+            check_change_feed_columns(fit.schema.names, configuration, self._target.uri)
+        return dataclasses.replace(fit, checks=needs.checks)
 
     def _staged(self, fit: Fit) -> bool:
-        if self._settings.merge:
+        if self._settings.merge or fit.checks:  # checks: delta-rs's writer writes the rows
             return True
         if self._settings.complete:
             return fit.repartitions
@@ -164,6 +182,16 @@ class DeltaStreamWriter(mb.StreamWriter):
         """Fail now, before any batch, when the table exists and the batches cannot go into it
         (and say so when ``delta.*`` properties, which only a new table takes, differ)."""
         table = self._read()
+        if table is None:
+            from ._table_features import check_new_table
+
+            settings = self._settings
+            check_new_table(
+                self._schema.names,
+                settings.configuration,
+                self._target.uri,
+                removes=settings.complete or settings.merge,
+            )
         self._planned = self._layout(table)
         if table is None or not self._settings.configuration:
             return
@@ -233,11 +261,30 @@ class DeltaStreamWriter(mb.StreamWriter):
             try:
                 self._commit_once(table, fit, files, batch_id)
             except Exception as error:
+                if _is_violation(error):
+                    raise mb.SinkError(
+                        f"batch {batch_id} has rows that violate a CHECK constraint or "
+                        f"invariant of the Delta table {self._target.uri}; nothing was "
+                        f"committed: {error}"
+                    ) from error
                 if not _is_conflict(error):
                     raise
                 last = error
                 self._table = None  # read the table anew after a lost race
-                if self._applied(self._read(), batch_id):
+                fresh = self._read()
+                if self._applied(fresh, batch_id):
+                    if _holds_any(fresh, files):  # our own commit landed, its answer was lost
+                        log.info(
+                            "Batch %d of query %s is in the Delta table %s: its commit landed "
+                            "although delta-rs reported %s",
+                            batch_id,
+                            self._query_id,
+                            self._target.uri,
+                            error,
+                        )
+                        self._drop_staging(batch_id, files)
+                        self._planned = None
+                        return
                     self._discard(files, batch_id)
                     raise mb.SinkError(
                         f"another run of query {self._query_id} committed batch {batch_id} "
@@ -342,6 +389,7 @@ class DeltaStreamWriter(mb.StreamWriter):
                 self._properties(batch_id),
                 settings.configuration,
                 merge_schema=settings.merge_schema,
+                columns=self._schema.names,
             )
             return
         if table is None:
@@ -375,8 +423,9 @@ class DeltaStreamWriter(mb.StreamWriter):
     def _rewrite_staged(
         self, table: DeltaTable, fit: Fit, files: Sequence[AddFile], batch_id: int
     ) -> None:
-        """The evolution path: the staged files, read back as one stream, written by
-        ``write_deltalake`` in one commit that changes the schema (and partitioning)."""
+        """The staged path: the staged files, read back as one stream, written by
+        ``write_deltalake`` in one commit that changes the schema (and partitioning), or that
+        checks the rows against the table's constraints."""
         from deltalake import write_deltalake
 
         from ._part_writer import read_files
@@ -387,7 +436,7 @@ class DeltaStreamWriter(mb.StreamWriter):
                 table,
                 rows,
                 mode="overwrite",
-                schema_mode="overwrite",
+                schema_mode="overwrite" if fit.change == "replace" else None,
                 partition_by=list(fit.partition_by) or None,
                 commit_properties=self._properties(batch_id, own_retries=True),
             )
@@ -396,7 +445,7 @@ class DeltaStreamWriter(mb.StreamWriter):
                 table,
                 rows,
                 mode="append",
-                schema_mode="merge",
+                schema_mode="merge" if fit.change == "evolve" else None,
                 commit_properties=self._properties(batch_id),
             )
 
@@ -467,5 +516,20 @@ def _is_conflict(error: BaseException) -> bool:
     from deltalake.exceptions import CommitFailedError, DeltaError
 
     if isinstance(error, CommitFailedError):
-        return True
+        return "append-only" not in str(error)  # a table property, not a lost race
     return isinstance(error, DeltaError) and "already exists" in str(error)
+
+
+def _is_violation(error: BaseException) -> bool:
+    """True for delta-rs's refusal of rows that fail a constraint or invariant."""
+    return "failed validation check" in str(error) or "violated" in str(error).lower()
+
+
+def _holds_any(table: DeltaTable | None, files: Sequence[AddFile]) -> bool:
+    """True when ``table``'s current snapshot names one of the data files ``files`` (staged
+    files never are: a commit rewrites them). Compared by file name, unique to a part (it
+    holds a UUID)."""
+    if table is None or not files:
+        return False
+    current = {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
+    return any(file.path.rsplit("/", 1)[-1] in current for file in files)

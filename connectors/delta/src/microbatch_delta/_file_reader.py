@@ -200,9 +200,27 @@ def conform_array(array: pa.Array, type: pa.DataType) -> pa.Array:
         return pa.StructArray.from_arrays(
             children, fields=list(type), mask=array.is_null() if array.null_count else None
         )
-    if pa.types.is_list(type) and pa.types.is_list(array.type):
-        values = conform_array(array.values, type.value_type)
-        return pa.ListArray.from_arrays(
-            array.offsets, values, type=type, mask=array.is_null() if array.null_count else None
-        )
+    for is_kind, kind in (
+        (pa.types.is_list, pa.ListArray),
+        (pa.types.is_large_list, pa.LargeListArray),
+        (pa.types.is_map, pa.MapArray),
+    ):
+        if is_kind(type) and is_kind(array.type):
+            return _conform_nested(array, type, kind)
     return array.cast(type)
+
+
+def _conform_nested(array: Any, type: Any, kind: Any) -> pa.Array:
+    """A list or map array as ``type``, its items conformed. The offsets are made to start at
+    0 first (Arrow cannot rebuild a sliced list that has nulls, as batches read can be)."""
+    import pyarrow.compute as pc
+
+    start = array.offsets[0]
+    offsets = pc.subtract(array.offsets, start)
+    values = array.values.slice(start.as_py(), (array.offsets[-1].as_py() - start.as_py()))
+    mask = array.is_null() if array.null_count else None
+    if kind is pa.MapArray:
+        keys = conform_array(values.field(0), type.key_type)
+        items = conform_array(values.field(1), type.item_type)
+        return pa.MapArray.from_arrays(offsets, keys, items, type=type, mask=mask)
+    return kind.from_arrays(offsets, conform_array(values, type.value_type), type=type, mask=mask)

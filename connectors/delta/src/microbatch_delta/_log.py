@@ -41,6 +41,7 @@ __all__ = [
     "parse_commit",
     "read_commit",
     "unsupported_reader_features",
+    "variant_columns",
 ]
 
 log = logging.getLogger("microbatch.delta")
@@ -55,10 +56,12 @@ SUPPORTED_READER_FEATURES = frozenset(
         "typeWidening",
         "typeWidening-preview",
         "checkpointProtection",
+        "variantType",  # refused per column: delta-rs declares it on every table-features table
+        "variantType-preview",
     }
 )
 """Reader features a table may declare and still be read (column mapping is refused with its
-own message)."""
+own message, variant columns by :func:`variant_columns`)."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,29 @@ def metadata_schema(metadata: Mapping[str, Any]) -> pa.Schema:
 def column_mapping_mode(configuration: Mapping[str, Any] | None) -> str:
     """The table's ``delta.columnMapping.mode`` (``none`` when unset)."""
     return str((configuration or {}).get(COLUMN_MAPPING_KEY, "none")).lower()
+
+
+def variant_columns(schema_json: str) -> list[str]:
+    """The (dotted) names of the ``variant`` columns of a Delta schema's JSON, at any depth."""
+    found: list[str] = []
+
+    def visit(kind: Any, name: str) -> None:
+        if kind == "variant":
+            found.append(name)
+        elif isinstance(kind, Mapping):
+            if kind.get("type") == "struct":
+                for child in kind.get("fields") or ():
+                    visit(
+                        child.get("type"), f"{name}.{child.get('name')}" if name else child["name"]
+                    )
+            elif kind.get("type") == "array":
+                visit(kind.get("elementType"), f"{name}.element")
+            elif kind.get("type") == "map":
+                visit(kind.get("keyType"), f"{name}.key")
+                visit(kind.get("valueType"), f"{name}.value")
+
+    visit(json.loads(schema_json), "")
+    return found
 
 
 def unsupported_reader_features(features: Any) -> list[str]:

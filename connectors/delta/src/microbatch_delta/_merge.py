@@ -159,8 +159,12 @@ def upsert(
     configuration: Mapping[str, str],
     *,
     merge_schema: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> None:
     """Merge ``rows`` into the table by ``keys`` in one commit carrying ``properties``.
+
+    ``columns``: the columns the batch really has (``None``: all of ``rows``); the others are
+    left as they are in a matching row, and NULL in an inserted one, never overwritten.
 
     ``table`` is the table as the caller opened it (``None`` when there is none yet: it is
     created from the rows, partitioned by ``partition_by``, with the table properties
@@ -171,6 +175,8 @@ def upsert(
     """
     from deltalake import write_deltalake
 
+    if columns is not None and list(columns) != rows.schema.names:
+        rows = rows.select([name for name in rows.schema.names if name in set(columns)])
     check_merge_keys(rows.schema, keys)
     given = rows.num_rows
     rows = last_per_key(rows, keys)
@@ -202,7 +208,7 @@ def upsert(
             commit_properties=properties,
         )
         return
-    columns = {
+    assignments = {
         quote_identifier(name): f"{SOURCE_ALIAS}.{quote_identifier(name)}"
         for name in rows.schema.names
     }
@@ -216,8 +222,8 @@ def upsert(
             streamed_exec=False,  # the rows are in memory: let delta-rs prune by their keys
             commit_properties=properties,
         )
-        .when_matched_update(columns)
-        .when_not_matched_insert(columns)
+        .when_matched_update(assignments)
+        .when_not_matched_insert(assignments)
         .execute()
     )
 
@@ -233,6 +239,7 @@ def commit_merge(
     configuration: Mapping[str, str],
     *,
     merge_schema: bool = False,
+    columns: Sequence[str] | None = None,
 ) -> None:
     """Commit a batch of the sink in ``mode=merge``: the staged ``files`` (written
     unpartitioned by the parts, read back as ``schema``) merged by ``keys`` in one commit, then
@@ -240,7 +247,8 @@ def commit_merge(
 
     The caller has checked that the batch is not applied yet (its transaction version) and
     that ``schema`` fits the table; ``properties`` carries the app transaction. See
-    :func:`upsert` for ``table``, ``partition_by``, ``configuration`` and ``merge_schema``.
+    :func:`upsert` for ``table``, ``partition_by``, ``configuration``, ``merge_schema`` and
+    ``columns`` (the query's columns: a table column the query lacks keeps its values).
     When the commit fails the staged files stay, for the writer's retry (the writer removes
     the batch's staging folder once the batch is committed, skipped or aborted).
     """
@@ -256,6 +264,7 @@ def commit_merge(
         properties,
         configuration,
         merge_schema=merge_schema,
+        columns=columns,
     )
     delete_files(target, files)
 
@@ -320,7 +329,11 @@ def merge_batch(
     check_merge_keys(rows.schema, key_names, "merge_batch(keys=...)")
     target = target_at(path, storage_options)
     table = target.open()
-    if table is not None:
+    if table is None:
+        from ._table_features import check_change_feed_columns
+
+        check_change_feed_columns(rows.schema.names, configuration or {}, target.uri)
+    else:
         applied = table.transaction_version(app)
         if applied is not None and batch_id <= applied:
             log.info(
@@ -352,6 +365,11 @@ def merge_batch(
     except DeltaError as error:
         if not isinstance(error, CommitFailedError) and "already exists" not in str(error):
             raise
+        if "append-only" in str(error):  # a table property: running again cannot help
+            raise mb.UnsupportedOperationError(
+                f"merge_batch: the Delta table {target.uri} is append-only "
+                f"(delta.appendOnly=true), so a merge may not rewrite its rows: {error}"
+            ) from error
         raise mb.RetriableError(
             f"merge_batch: another commit to the Delta table {target.uri} conflicted with "
             f"batch {batch_id} of app id {app} ({error}); the batch runs again"

@@ -3,9 +3,10 @@
 A stream is the table's snapshot at a version (when the offset says ``isStartingVersion``),
 then each later version's data-change ``add`` files in log order. :class:`Scanner` yields, from
 an offset on: :class:`FileItem` (one data file, with its split), :class:`VersionItem` (a whole
-version, for the change data feed) and :class:`Barrier` (a version the stream cannot pass: it
-removes data, changes the schema, or needs a feature this source lacks). What each version is
-(data, rearranged only, deletes, rewrites...) is decided by :mod:`._verdicts`.
+version, for the change data feed; or a version with nothing to read, which a batch passes
+over) and :class:`Barrier` (a version the stream cannot pass: it removes data, changes the
+schema, or needs a feature this source lacks). What each version is (data, rearranged only,
+deletes, rewrites...) is decided by :mod:`._verdicts`.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ class FileItem:
 
 @dataclass(frozen=True)
 class VersionItem:
-    """A whole version of the change data feed: its file sizes count against the limits."""
+    """A whole version of the change data feed (its file sizes count against the limits), or
+    a version with nothing to read (no ``sizes``: skipped, rearranged only, metadata only, an
+    empty snapshot), which a batch passes over so the offset does not stay behind it."""
 
     version: int
     sizes: tuple[int, ...]
@@ -250,12 +253,11 @@ class Scanner:
             if "partition" in actions.column_names and self.partition_columns
             else None
         )
-        dv = _deletion_vectors(actions)
+        if "deletionVectors" in (table.protocol().reader_features or ()):
+            _refuse_deletion_vectors(table, self.path, version)
         splits = []
         for index, (_, raw, size, row) in enumerate(rows):
             path = unquote(raw)
-            if dv is not None and dv[row]:
-                raise deletion_vector_error(self.path, path, version)
             values = partitions[row] if partitions is not None else {}
             splits.append(
                 DeltaFileSplit(
@@ -338,6 +340,8 @@ class Scanner:
         version, after = start.version, start.index
         if start.is_starting_version:
             files = self.snapshot(version)
+            if not files:
+                yield VersionItem(version, ())
             last = len(files) - 1
             for index in range(after + 1, len(files)):
                 yield FileItem(version, index, index == last, files[index])
@@ -356,6 +360,8 @@ class Scanner:
                 return
             if self.policy.change_feed:
                 yield VersionItem(version, _change_sizes(commit))
+            elif not verdict.files:
+                yield VersionItem(version, ())  # nothing to read: the stream may pass it
             else:
                 last = len(verdict.files) - 1
                 for index in range(after + 1, len(verdict.files)):
@@ -370,8 +376,20 @@ def _change_sizes(commit: Commit) -> tuple[int, ...]:
     return tuple(f.size for f in commit.adds) + tuple(f.size for f in commit.removes)
 
 
-def _deletion_vectors(actions: pa.Table) -> list[bool] | None:
-    for name in actions.column_names:
-        if "deletion" in name.lower():
-            return [value is not None and value != {} for value in actions.column(name).to_pylist()]
-    return None
+def _refuse_deletion_vectors(table: DeltaTable, path: str, version: int) -> None:
+    """Raise when a file of ``table``'s snapshot has a deletion vector (the add actions delta-rs
+    lists do not say; its ``deletion_vectors()`` lists the files that have one)."""
+    try:
+        for batch in pa.RecordBatchReader.from_stream(table.deletion_vectors()):
+            if batch.num_rows:
+                first = str(batch.column(0)[0])
+                break
+        else:
+            return
+    except Exception as error:  # a vector delta-rs cannot read is refused all the same
+        raise SourceError(
+            f"The snapshot of version {version} of the Delta table at {path} has deletion "
+            f"vectors that cannot be read ({error}); the Delta source cannot apply them (rows "
+            "they mark deleted would be read)."
+        ) from None
+    raise deletion_vector_error(path, first, version)

@@ -49,6 +49,8 @@ class Fit:
     change: Change
     repartitions: bool = False
     """With ``replace``: the partition columns change too."""
+    checks: bool = False
+    """The table has CHECK constraints or invariants: delta-rs's writer must check the rows."""
 
 
 def _normal(type_: pa.DataType) -> pa.DataType:

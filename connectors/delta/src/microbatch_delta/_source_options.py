@@ -76,14 +76,15 @@ def parse_timestamp_ms(value: Any, name: str = "timestamp") -> int:
     """Milliseconds since the epoch of a timestamp option.
 
     Accepts a date (``2024-05-01``), an ISO-8601 date and time (``2024-05-01 12:00:00``,
-    ``2024-05-01T12:00:00.250Z``, ``...+02:00``) or epoch milliseconds; a time without a zone
-    is UTC. ``ValueError`` names the option when the text is none of these.
+    ``2024-05-01T12:00:00.250Z``, ``...+02:00``) or epoch milliseconds (13 digits or more: a
+    number of epoch seconds is refused rather than read as a time in 1970); a time without a
+    zone is UTC. ``ValueError`` names the option when the text is none of these.
     """
     if isinstance(value, _dt.datetime):
         moment = value
     else:
         text = str(value).strip()
-        if re.fullmatch(r"\d{10,}", text):
+        if re.fullmatch(r"\d{13,}", text):  # epoch milliseconds (epoch seconds are refused)
             return int(text)
         try:
             moment = _dt.datetime.fromisoformat(text.replace(" ", "T", 1) if " " in text else text)
@@ -93,7 +94,8 @@ def parse_timestamp_ms(value: Any, name: str = "timestamp") -> int:
                     name,
                     value,
                     "must be a timestamp such as '2024-05-01', '2024-05-01 12:00:00' or "
-                    "'2024-05-01T12:00:00Z' (UTC unless a zone is given)",
+                    "'2024-05-01T12:00:00Z' (UTC unless a zone is given), or epoch "
+                    "milliseconds (13 digits)",
                 )
             ) from None
     if moment.tzinfo is None:

@@ -205,7 +205,7 @@ def _with_files(commit: Commit, kind: str, path: str) -> Verdict:
 
 def deletion_vector_error(path: str, file: str, version: int) -> SourceError:
     return SourceError(
-        f"The data file {file} added by version {version} of the Delta table at {path} has a "
+        f"The data file {file} of version {version} of the Delta table at {path} has a "
         "deletion vector, which the Delta source cannot apply yet (rows it marks deleted would "
         "be read). Rewrite the table's files without deletion vectors (REORG TABLE ... APPLY "
         "(PURGE)) and set delta.enableDeletionVectors=false, or read the table with a reader "

@@ -31,6 +31,7 @@ from microbatch import (
     ReadLimit,
     Source,
     SourceCapabilities,
+    SourceError,
     Split,
     StreamReader,
 )
@@ -111,7 +112,7 @@ class DeltaSource(Source):
 
     def schema(self) -> pa.Schema:
         from ._delta_schema import table_arrow_schema
-        from ._log import column_mapping_mode, unsupported_reader_features
+        from ._log import column_mapping_mode, unsupported_reader_features, variant_columns
         from ._verdicts import column_mapping_error, feature_error, not_a_table
 
         version: int | None = None
@@ -127,6 +128,12 @@ class DeltaSource(Source):
         missing = unsupported_reader_features(table.protocol().reader_features)
         if missing:
             raise feature_error(self.target.uri, missing)
+        variants = variant_columns(table.schema().to_json())
+        if variants:
+            raise SourceError(
+                f"The Delta table at {self.target.uri} has variant columns ({', '.join(variants)}"
+                "), which the Delta source cannot read yet."
+            )
         self.table_schema = table_arrow_schema(table)
         self.table_id = str(metadata.id)
         self.partition_columns = tuple(metadata.partition_columns)
@@ -289,7 +296,8 @@ class DeltaStreamReader(StreamReader):
                     raise item.error
                 break
             if isinstance(item, VersionItem):
-                if not item.sizes:
+                if not item.sizes:  # nothing to read: pass it (its log entry may be cleaned up)
+                    end = begin.after_version(item.version)
                     continue
                 if not admission.admit_whole(item.sizes):
                     limited = True

@@ -98,3 +98,15 @@ def test_passthrough_of_each_prefix() -> None:
 def test_declaring_an_option_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="declared twice"):
         OptionSpec(Option(name="a_b"), Option(name="aB"))
+
+
+def test_each_setting_of_a_secret_mapping_is_a_secret() -> None:
+    spec = OptionSpec(Option(name="clientSettings", type="object", secret=True, doc="settings"))
+    opts = spec.parse(
+        {"clientSettings": {"endpoint": "http://h/tok3n", "retries": "10", "tls": "true"}},
+        connector="x",
+    )
+    texts = opts.secret_values()
+    assert "http://h/tok3n" in texts
+    assert "10" not in texts and "true" not in texts
+    assert scrub("GET http://h/tok3n failed", texts) == f"GET {REDACTED} failed"

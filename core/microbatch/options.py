@@ -437,12 +437,26 @@ class OptionSpec:
 
 
 def _secret_texts(value: Any) -> list[str]:
-    """The text forms a secret value may be printed in (bytes: decoded both ways)."""
+    """The text forms a secret value may be printed in (bytes: decoded both ways).
+
+    A mapping, list or tuple (a dict of client settings) is secret as a whole and item by item,
+    since a client prints one setting at a time; items that cannot hold a secret (flags, whole
+    numbers) are left out, so that they are not blanked out of every message.
+    """
     if isinstance(value, bytes | bytearray):
         forms = {bytes(value).decode("latin-1"), bytes(value).decode("utf-8", "replace")}
         return sorted(form for form in forms if form)
-    text = str(value)
-    return [text] if text else []
+    texts = [str(value)] if str(value) else []
+    if isinstance(value, Mapping | list | tuple):
+        for item in value.values() if isinstance(value, Mapping) else value:
+            if not _plain_setting(str(item)):
+                texts += [text for text in _secret_texts(item) if text not in texts]
+    return texts
+
+
+def _plain_setting(text: str) -> bool:
+    """True for a setting that cannot be a secret: empty, a flag or a whole number."""
+    return not text or text.lower() in ("true", "false", "none") or text.isdigit()
 
 
 def redact_error(error: BaseException, secrets: list[str] | tuple[str, ...]) -> BaseException:

@@ -1,5 +1,6 @@
 """Helpers of the ``delta`` sink's tests: writers made as a query run makes them, batches
-written and committed through them, and the table's log read back."""
+written and committed through them, and the table's log and rows read back (time-zone-aware
+timestamps in UTC, as Delta stores them)."""
 
 from __future__ import annotations
 
@@ -151,3 +152,27 @@ def commit_in_child(
     finally:
         sys.settrace(None)
     Path(report).write_text(str(count))
+
+
+def as_stored(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with time-zone-aware timestamps in UTC, as a Delta table holds them."""
+    return pa.schema(
+        [
+            field.with_type(pa.timestamp("us", "UTC"))
+            if pa.types.is_timestamp(field.type) and field.type.tz is not None
+            else field
+            for field in schema
+        ]
+    )
+
+
+def read_table(path: str, schema: pa.Schema) -> pa.Table:
+    """Every row of the Delta table at ``path`` (none when there is no table), as ``schema``."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(path).to_pyarrow_table()
+    except TableNotFoundError:
+        return schema.empty_table()
+    return table.select(schema.names).cast(schema)

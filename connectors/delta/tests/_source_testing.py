@@ -1,4 +1,5 @@
-"""What the Delta source's tests share: running real queries from a table into memory."""
+"""What the Delta source's tests share: running real queries from a table into memory, and
+changing a table by key with delta-rs."""
 
 from __future__ import annotations
 
@@ -25,12 +26,19 @@ def run_available_now(
 ) -> tuple[pa.Table, mb.StreamingQuery]:
     """One available-now run of the table into a new memory table; its rows and the query.
     Raises the query's error when it failed."""
+    return run_frame(session, stream(session, path, **options), checkpoint)
+
+
+def run_frame(
+    session: mb.Session, frame: mb.StreamFrame, checkpoint: Path, *, name: str | None = None
+) -> tuple[pa.Table, mb.StreamingQuery]:
+    """One available-now run of a loaded ``frame`` into the memory table ``name`` (a new one
+    when ``None``); its rows and the query. Raises the query's error when it failed."""
     global _runs
     _runs += 1
-    name = f"delta_source_run_{_runs}"
+    name = name or f"delta_source_run_{_runs}"
     query = (
-        stream(session, path, **options)
-        .write_stream.format("memory")
+        frame.write_stream.format("memory")
         .query_name(name)
         .option("checkpointLocation", str(checkpoint))
         .trigger(available_now=True)
@@ -50,3 +58,20 @@ def ids(table: pa.Table) -> list[int]:
 def batch_sizes(query: mb.StreamingQuery) -> list[int]:
     """The input rows of each batch the query ran (this run's)."""
     return [int(p["numInputRows"]) for p in query.recent_progress]
+
+
+def upsert(path: str, rows: pa.Table, *, delete_unmatched: bool = False) -> None:
+    """Merge ``rows`` into the table at ``path`` by ``id`` with delta-rs (one commit): matched
+    rows updated, the others inserted; with ``delete_unmatched`` the table's rows whose id is
+    not in ``rows`` are deleted."""
+    from deltalake import DeltaTable
+
+    merger = (
+        DeltaTable(path)
+        .merge(rows, "t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+    )
+    if delete_unmatched:
+        merger = merger.when_not_matched_by_source_delete()
+    merger.execute()

@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import re
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,14 +20,17 @@ from microbatch_delta._change_feed import (
     ChangeRange,
     _bucket,
     as_inserts,
-    change_bytes,
     change_feed_schema,
     change_ranges,
-    commit_timestamp_ms,
     read_changes,
     require_change_feed,
 )
+from microbatch_delta._log import commit_time_ms, read_commit
+from microbatch_delta._scan import change_sizes
 from microbatch_delta._table import DeltaTarget, log_entry_name
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _source_testing import upsert
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 TABLE = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -63,18 +67,7 @@ def table(tmp_path: Path) -> str:
     dt = DeltaTable(path)
     dt.update(updates={"v": "'z'"}, predicate="id = 2")
     dt.delete("id = 3")
-    (
-        dt.merge(
-            pa.table({"id": [1, 4], "v": ["m", "n"]}),
-            "t.id = s.id",
-            source_alias="s",
-            target_alias="t",
-        )
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .when_not_matched_by_source_delete()
-        .execute()
-    )
+    upsert(path, pa.table({"id": [1, 4], "v": ["m", "n"]}), delete_unmatched=True)
     return path
 
 
@@ -117,8 +110,8 @@ def test_each_change_type_with_exact_values(table: str) -> None:
         stamp = row["_commit_timestamp"]
         assert stamp.tzinfo is not None
         assert int(stamp.timestamp() * 1000) == expected[row["_commit_version"]]
-    target = DeltaTarget(table)
-    assert [commit_timestamp_ms(target, v) for v in range(4)] == [expected[v] for v in range(4)]
+    fs = DeltaTarget(table).filesystem()
+    assert [commit_time_ms(fs, v) for v in range(4)] == [expected[v] for v in range(4)]
 
 
 def test_versions_come_in_order(tmp_path: Path) -> None:
@@ -169,7 +162,7 @@ def test_versions_without_data_changes_have_no_rows(tmp_path: Path) -> None:
     assert rows(path, 2, 2).num_rows == 0
     assert rows(path, 3, 3).num_rows == 0
     assert changes(rows(path, 1, 4)) == [(1, "insert", 2, "b"), (4, "insert", 3, "c")]
-    sizes = [(v, change_bytes(_actions(path, v))) for v in range(5)]
+    sizes = [(v, change_bytes(path, v)) for v in range(5)]
     assert [size > 0 for _, size in sizes] == [True, True, False, False, True]
 
 
@@ -290,13 +283,14 @@ def test_change_ranges_group_small_versions_and_isolate_large_ones(tmp_path: Pat
     assert pickle.loads(pickle.dumps(split)) == split
 
 
-def test_change_bytes_follow_deltas_rule(table: str) -> None:
+def test_change_sizes_follow_deltas_rule(table: str) -> None:
     """Versions with cdc files count those; plain appends count their added files."""
     entries = {v: _actions(table, v) for v in range(4)}
-    assert change_bytes(entries[0]) == sum(a["add"]["size"] for a in entries[0] if "add" in a)
+    assert change_bytes(table, 0) == sum(a["add"]["size"] for a in entries[0] if "add" in a)
     for version in (1, 2, 3):
         cdc = [a["cdc"]["size"] for a in entries[version] if "cdc" in a]
-        assert cdc and change_bytes(entries[version]) == sum(cdc)
+        assert cdc and change_bytes(table, version) == sum(cdc)
+        assert len(_sizes(table, version)) == len(cdc)
 
 
 def test_a_missing_table_or_version_is_a_source_error(tmp_path: Path, table: str) -> None:
@@ -338,3 +332,14 @@ def _missing(first: int, last: int, version: int, path: str) -> str:
 def _actions(path: str, version: int) -> list[dict[str, Any]]:
     with open(os.path.join(path, log_entry_name(version))) as entry:
         return [json.loads(line) for line in entry if line.strip()]
+
+
+def _sizes(path: str, version: int) -> tuple[int, ...]:
+    commit = read_commit(DeltaTarget(path).filesystem(), version)
+    assert commit is not None
+    return change_sizes(commit)
+
+
+def change_bytes(path: str, version: int) -> int:
+    """The bytes of ``version``'s changes, as the source plans change ranges with them."""
+    return sum(_sizes(path, version))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import microbatch as mb
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _source_testing import run_available_now, upsert
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 TABLE = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -35,28 +39,12 @@ def drain(tmp_path: Path) -> Iterator[Callable[..., pa.Table]]:
     """``drain(path, checkpoint, **options)``: an available-now change feed query into a memory
     table; the rows of that run."""
     session = mb.Session()
-    runs = {"count": 0}
 
     def run(path: str, checkpoint: str = "cp", **options: Any) -> pa.Table:
-        runs["count"] += 1
-        name = f"changes_{runs['count']}"
-        query = (
-            session.read_stream.format("delta")
-            .option("readChangeFeed", "true")
-            .options(**options)
-            .load(path)
-            .write_stream.format("memory")
-            .query_name(name)
-            .option("checkpointLocation", str(tmp_path / checkpoint))
-            .trigger(available_now=True)
-            .start()
+        rows, _ = run_available_now(
+            session, path, tmp_path / checkpoint, readChangeFeed="true", **options
         )
-        query.await_termination(timeout=60)
-        assert not query.is_active, "the available-now query did not finish"
-        error = query.exception()
-        if error is not None:
-            raise error
-        return session.table(name)
+        return rows
 
     yield run
     session.stop()
@@ -87,17 +75,7 @@ def test_from_the_snapshot_then_each_version_and_a_restart_reads_only_new_ones(
     }
     dt = DeltaTable(table)
     dt.delete("id = 3")  # v2
-    (
-        dt.merge(
-            pa.table({"id": [1, 4], "v": ["m", "n"]}),
-            "t.id = s.id",
-            source_alias="s",
-            target_alias="t",
-        )
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute()
-    )  # v3, fmt: skip
+    upsert(table, pa.table({"id": [1, 4], "v": ["m", "n"]}))  # v3
     write_deltalake(table, pa.table({"id": [5], "v": ["e"]}, schema=TABLE), mode="append")  # v4
     assert DeltaTable(table).optimize.compact()["numFilesRemoved"] >= 2  # v5: no data change
     write_deltalake(table, pa.table({"id": [6], "v": ["f"]}, schema=TABLE), mode="append")  # v6

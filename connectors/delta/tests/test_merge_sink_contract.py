@@ -22,6 +22,7 @@ from microbatch_testkit import SinkContract
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _merge_testing import batch_commits
+from _sink_testing import as_stored, read_table
 
 FORK_REFUSED = (
     "the kit kills commit() in a forked child, and delta-rs refuses to run in a forked process "
@@ -38,18 +39,6 @@ class MergeDeltaSink(DeltaSink):
         output_modes=frozenset({OutputMode.APPEND, OutputMode.UPDATE}),
         guarantee=Guarantee.EXACTLY_ONCE,
         partition_by=True,
-    )
-
-
-def as_stored(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with time-zone-aware timestamps in UTC, as a Delta table holds them."""
-    return pa.schema(
-        [
-            field.with_type(pa.timestamp("us", "UTC"))
-            if pa.types.is_timestamp(field.type) and field.type.tz is not None
-            else field
-            for field in schema
-        ]
     )
 
 
@@ -73,20 +62,13 @@ class TestDeltaMergeSinkContract(SinkContract):
         return latest.cast(as_stored(latest.schema))
 
     def read_back(self, writer: StreamWriter) -> pa.Table:
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
-
-        schema = as_stored(self.input_schema())
-        try:
-            table = DeltaTable(str(self.table_path)).to_pyarrow_table()
-        except TableNotFoundError:
-            return schema.empty_table()
+        table = read_table(str(self.table_path), as_stored(self.input_schema()))
         batch_ids = [batch_id for batch_id, _ in batch_commits(self.table_path, self.query_id)]
         assert batch_ids == sorted(set(batch_ids)), (
             f"batch ids committed by query {self.query_id}, in log order: {batch_ids} (each "
             "batch must be committed once, in order)"
         )
-        return table.select(schema.names).cast(schema)
+        return table
 
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:
         path = {"path": str(self.table_path)}

@@ -20,7 +20,9 @@ import pytest
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+sys.path.insert(0, str(Path(__file__).parent))
 import reader_table
+from _source_testing import run_available_now
 
 RECORDED = Path(__file__).parent / "spark" / "recorded"
 
@@ -63,6 +65,10 @@ def test_stream_of_a_spark_table(spark_table: str, tmp_path: Path) -> None:
     assert reader_table.plain_rows(session.table("from_spark").to_pylist()) == spark_rows()
     batches = [p for p in query.recent_progress if p["numInputRows"]]
     assert len(batches) >= 5  # 10 files, two a batch
+
+    # from version 0 on (each of Spark's commits read as a version) rather than the snapshot
+    rows, _ = run_available_now(session, spark_table, tmp_path / "from_v0", startingVersion=0)
+    assert reader_table.plain_rows(rows.to_pylist()) == spark_rows()
 
     # the same table read by delta-rs, the reference
     from deltalake import DeltaTable

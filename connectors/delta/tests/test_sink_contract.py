@@ -6,6 +6,8 @@ come back in UTC, as Delta stores them (the same instants).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -15,35 +17,14 @@ from microbatch import OutputMode, StateStore, StreamWriter
 from microbatch_delta.sink import DeltaSink
 from microbatch_testkit import SinkContract
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _sink_testing import as_stored, read_table
+
 FORK_REFUSED = (
     "the kit kills commit() in a forked child, and delta-rs refuses to run in a forked process "
     "(its tokio runtime panics: 'Forked process detected'); test_sink_commit_kills.py kills "
     "the commit at lines of its code in spawned processes instead"
 )
-
-
-def as_stored(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with time-zone-aware timestamps in UTC, as a Delta table holds them."""
-    return pa.schema(
-        [
-            field.with_type(pa.timestamp("us", "UTC"))
-            if pa.types.is_timestamp(field.type) and field.type.tz is not None
-            else field
-            for field in schema
-        ]
-    )
-
-
-def read_table(path: str, schema: pa.Schema) -> pa.Table:
-    """Every row of the Delta table at ``path`` (none when there is no table), as ``schema``."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(path).to_pyarrow_table()
-    except TableNotFoundError:
-        return schema.empty_table()
-    return table.select(schema.names).cast(schema)
 
 
 class DeltaSinkSuite(SinkContract):

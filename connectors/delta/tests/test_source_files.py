@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _source_testing import ids, run_available_now, stream
+from _source_testing import ids, run_available_now, run_frame, stream
 
 
 @pytest.fixture(scope="module")
@@ -66,15 +66,8 @@ def test_a_schema_change_stops_a_running_stream_and_a_restart_reads_the_new_sche
     wider = make_numbers(3, 3).append_column("extra", pa.array(["e3", "e4", "e5"]))
     delta_table.append(make_numbers(100, 1))
     version = delta_table.append(wider, schema_mode="merge")
-    query = (
-        frame.write_stream.format("memory")
-        .query_name("before_restart")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(available_now=True)
-        .start()
-    )
     with pytest.raises(mb.StreamingQueryException) as failure:
-        query.await_termination(timeout=60)
+        run_frame(session, frame, checkpoint, name="before_restart")
     text = str(failure.value.__cause__)
     assert text.startswith(f"Detected schema change in version {version} of the Delta table")
     assert "streaming source schema: root\n-- id: int64" in text
@@ -89,17 +82,25 @@ def test_a_schema_change_stops_a_running_stream_and_a_restart_reads_the_new_sche
     assert {row["id"]: row["extra"] for row in everything.to_pylist()}[0] is None
 
 
-def test_a_log_entry_removed_after_a_checkpoint_is_reported_with_its_version(
-    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+def _read_then_lose_versions_0_to_2(
+    session: mb.Session, delta_table: Any, make_numbers: Any, checkpoint: Path
 ) -> None:
+    """Version 0 (ids 0, 1) read up to (1, -1); versions 1, 2, 3 (ids 10, 11, 12) appended;
+    then a log checkpoint at version 3 and the log entries of versions 0 to 2 removed."""
     delta_table.append(make_numbers(0, 2))
-    checkpoint = tmp_path / "cp"
-    run_available_now(session, delta_table.uri, checkpoint)  # read up to (1, -1)
+    run_available_now(session, delta_table.uri, checkpoint)
     for n in range(3):
         delta_table.append(make_numbers(10 + n, 1))
     DeltaTable(delta_table.uri).create_checkpoint()
     for version in range(3):
         (Path(delta_table.uri) / "_delta_log" / f"{version:020d}.json").unlink()
+
+
+def test_a_log_entry_removed_after_a_checkpoint_is_reported_with_its_version(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "cp"
+    _read_then_lose_versions_0_to_2(session, delta_table, make_numbers, checkpoint)
     with pytest.raises(mb.StreamingQueryException) as failure:
         run_available_now(session, delta_table.uri, checkpoint)
     text = str(failure.value.__cause__)
@@ -120,14 +121,10 @@ def _first_add(path: str) -> dict[str, Any]:
     return next(json.loads(line)["add"] for line in text.splitlines() if '"add"' in line)
 
 
-def test_files_with_deletion_vectors_are_refused(
-    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
-) -> None:
-    delta_table.append(make_numbers(0, 2))
-    checkpoint = tmp_path / "cp"
-    run_available_now(session, delta_table.uri, checkpoint)
-    add = {
-        **_first_add(delta_table.uri),
+def _add_with_deletion_vector(path: str) -> dict[str, Any]:
+    """The first file version 0 added, with an inline deletion vector marking one row."""
+    return {
+        **_first_add(path),
         "deletionVector": {
             "storageType": "i",
             "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
@@ -136,6 +133,15 @@ def test_files_with_deletion_vectors_are_refused(
             "cardinality": 1,
         },
     }
+
+
+def test_files_with_deletion_vectors_are_refused(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    delta_table.append(make_numbers(0, 2))
+    checkpoint = tmp_path / "cp"
+    run_available_now(session, delta_table.uri, checkpoint)
+    add = _add_with_deletion_vector(delta_table.uri)
     _write_entry(
         delta_table.uri, 1, [{"commitInfo": {"timestamp": 1, "operation": "WRITE"}}, {"add": add}]
     )
@@ -157,16 +163,7 @@ def test_deletion_vectors_in_the_snapshot_are_refused_by_streams_and_batch_reads
         "readerFeatures": ["deletionVectors"],
         "writerFeatures": ["deletionVectors"],
     }
-    add = {
-        **_first_add(delta_table.uri),
-        "deletionVector": {
-            "storageType": "i",
-            "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
-            "offset": 1,
-            "sizeInBytes": 36,
-            "cardinality": 1,
-        },
-    }
+    add = _add_with_deletion_vector(delta_table.uri)
     remove = {"path": add["path"], "dataChange": True, "deletionTimestamp": 1}
     _write_entry(
         delta_table.uri,
@@ -209,13 +206,8 @@ def test_column_mapping_is_refused(
         ],
     )
     with pytest.raises(mb.SourceError, match=r"mode=name \(since version 1\)\)"):
-        (  # the snapshot the stream would start with is newer than its schema
-            frame.write_stream.format("memory")
-            .query_name("mapped")
-            .option("checkpointLocation", str(tmp_path / "cp"))
-            .trigger(available_now=True)
-            .start()
-        )
+        # the snapshot the stream would start with is newer than its schema
+        run_frame(session, frame, tmp_path / "cp")
     with pytest.raises(mb.SourceError, match="uses column mapping"):
         session.read_stream.format("delta").load(delta_table.uri)
 
@@ -261,28 +253,15 @@ def test_a_version_that_only_changes_table_properties_is_read_past(
     frame = stream(session, delta_table.uri)
     DeltaTable(delta_table.uri).alter.set_table_properties({"delta.appendOnly": "false"})
     delta_table.append(make_numbers(2, 2))
-    query = (
-        frame.write_stream.format("memory")
-        .query_name("properties")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(available_now=True)
-        .start()
-    )
-    assert query.await_termination(timeout=60)
-    assert ids(session.table("properties")) == [0, 1, 2, 3]
+    rows, _ = run_frame(session, frame, checkpoint)
+    assert ids(rows) == [0, 1, 2, 3]
 
 
 def test_with_fail_on_data_loss_false_lost_versions_are_skipped_and_counted(
     session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
 ) -> None:
-    delta_table.append(make_numbers(0, 2))
     checkpoint = tmp_path / "cp"
-    run_available_now(session, delta_table.uri, checkpoint)  # read up to (1, -1)
-    for n in range(3):
-        delta_table.append(make_numbers(10 + n, 1))  # versions 1, 2, 3
-    DeltaTable(delta_table.uri).create_checkpoint()
-    for version in range(3):
-        (Path(delta_table.uri) / "_delta_log" / f"{version:020d}.json").unlink()
+    _read_then_lose_versions_0_to_2(session, delta_table, make_numbers, checkpoint)
     rows, query = run_available_now(session, delta_table.uri, checkpoint, failOnDataLoss=False)
     assert ids(rows) == [12]  # versions 1 and 2 are lost
     assert query.recent_progress[-1]["sources"][0]["metrics"]["numLostVersions"] == "2"

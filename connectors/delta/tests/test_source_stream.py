@@ -14,7 +14,7 @@ import pytest
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _source_testing import batch_sizes, ids, run_available_now, stream
+from _source_testing import batch_sizes, ids, run_available_now, run_frame, stream
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +84,7 @@ def test_the_first_start_is_kept_so_a_restart_before_any_batch_reads_the_same_sn
     delta_table.append(make_numbers(0, 4))
     frame = stream(session, delta_table.uri)
     checkpoint = tmp_path / "cp"
-    query = (
-        frame.write_stream.format("memory")
-        .query_name("kept")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(available_now=True)
-        .start()
-    )
-    assert query.await_termination(timeout=60)
+    run_frame(session, frame, checkpoint)
     delta_table.append(make_numbers(4, 4))  # after the snapshot version
     rows, _ = run_available_now(session, delta_table.uri, checkpoint)
     assert ids(rows) == list(range(4, 8))

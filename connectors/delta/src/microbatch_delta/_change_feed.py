@@ -29,14 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import microbatch as mb
 
-from ._log import commit_file_time_ms, read_commit
+from ._log import read_commit
 from ._table import DeltaTarget, log_entry_name
 
 if TYPE_CHECKING:
@@ -51,11 +51,9 @@ __all__ = [
     "COMMIT_VERSION_COLUMN",
     "ChangeRange",
     "as_inserts",
-    "change_bytes",
     "change_feed_enabled",
     "change_feed_schema",
     "change_ranges",
-    "commit_timestamp_ms",
     "read_changes",
     "require_change_feed",
 ]
@@ -144,25 +142,6 @@ class ChangeRange(mb.Split):
             )
 
 
-def change_bytes(actions: Iterable[Mapping[str, Any]]) -> int:
-    """The size of the files that hold one version's changes, from its log entry's actions
-    (one dict per line): its ``cdc`` files when it has any, else the files it adds and
-    removes with ``dataChange`` (Delta's rule for which files a version's changes come from).
-    A version that changes no data (optimize, table properties) counts 0."""
-    cdc = 0
-    data = 0
-    has_cdc = False
-    for action in actions:
-        if "cdc" in action:
-            has_cdc = True
-            cdc += int(action["cdc"].get("size") or 0)
-        for kind in ("add", "remove"):
-            file = action.get(kind)
-            if file is not None and file.get("dataChange", True):
-                data += int(file.get("size") or 0)
-    return cdc if has_cdc else data
-
-
 def change_ranges(
     target: DeltaTarget,
     versions: Iterable[tuple[int, int]],
@@ -172,10 +151,11 @@ def change_ranges(
 ) -> list[ChangeRange]:
     """Group consecutive versions into ranges for :func:`read_changes`.
 
-    ``versions`` holds ``(version, change_bytes)`` pairs in increasing, consecutive version
-    order (see :func:`change_bytes`). A range takes versions while their bytes stay within
-    ``max_bytes`` and their count within ``max_versions``; a version larger than ``max_bytes``
-    gets a range of its own, which is streamed with bounded memory.
+    ``versions`` holds ``(version, bytes)`` pairs in increasing, consecutive version order
+    (the bytes of a version's changes, see ``_scan.change_sizes``). A range takes versions
+    while their bytes stay within ``max_bytes`` and their count within ``max_versions``; a
+    version larger than ``max_bytes`` gets a range of its own, which is streamed with bounded
+    memory.
     """
     ranges: list[ChangeRange] = []
     first = last = -1
@@ -195,21 +175,6 @@ def change_ranges(
         total += size
     close()
     return ranges
-
-
-def commit_timestamp_ms(target: DeltaTarget, version: int) -> int:
-    """The commit time of ``version`` in ms since the epoch, as the change rows of that version
-    carry it: the log entry's ``commitInfo`` (``inCommitTimestamp`` when the table has in-commit
-    timestamps, else ``timestamp``, which is what delta-rs's change feed and history use), or
-    the log entry's modification time when it has no ``commitInfo``."""
-    filesystem = target.filesystem()
-    commit = read_commit(filesystem, version)
-    if commit is not None and commit.timestamp_ms is not None:
-        return commit.timestamp_ms
-    mtime = commit_file_time_ms(filesystem, version)
-    if mtime is None:
-        raise mb.SourceError(f"No commit time for version {version} of {target.uri}")
-    return mtime
 
 
 def read_changes(split: ChangeRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -268,8 +233,9 @@ def as_inserts(
 ) -> Iterator[pa.RecordBatch]:
     """The rows of the table's snapshot at ``version`` as change rows of ``schema``:
     ``_change_type`` ``insert``, ``_commit_version`` ``version``, ``_commit_timestamp``
-    ``timestamp_ms`` (see :func:`commit_timestamp_ms`). This is how Delta's change feed stream
-    started without a starting version emits the table's contents first."""
+    ``timestamp_ms`` (the version's commit time, see ``_log.commit_time_ms``). This is how
+    Delta's change feed stream started without a starting version emits the table's contents
+    first."""
     stamp = pa.scalar(timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
     for batch in batches:
         if not batch.num_rows:

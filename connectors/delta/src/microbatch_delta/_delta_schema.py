@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
     "delta_arrow_schema",
-    "delta_arrow_type",
     "parse_partition_value",
     "partition_text_array",
     "partition_value_text",
@@ -81,11 +80,6 @@ def _check_names(fields: list[pa.Field], parent: str) -> None:
                 f"table, whose column names are case-insensitive: rename one of them"
             )
         seen[key] = field.name
-
-
-def delta_arrow_type(type: pa.DataType, path: str = "value") -> pa.DataType:
-    """The Arrow type a value of ``type`` has in Delta (``path`` names it in errors)."""
-    return _map_type(type, path)
 
 
 def _map_field(field: pa.Field, path: str) -> pa.Field:

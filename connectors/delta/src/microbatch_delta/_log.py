@@ -133,16 +133,11 @@ def parse_commit(version: int, text: str, where: str) -> Commit:
                 f"The Delta log entry {where} is not valid JSON at line {number} ({error.msg}): "
                 "the table's log is damaged"
             ) from None
-        if "add" in action:
-            add = action["add"]
-            if add.get("dataChange", True):
-                adds.append(_file(add))
-            else:
-                rearranged += 1
-        elif "remove" in action:
-            remove = action["remove"]
-            if remove.get("dataChange", True):
-                removes.append(_file(remove))
+        kind = "add" if "add" in action else "remove" if "remove" in action else None
+        if kind is not None:
+            file = action[kind]
+            if file.get("dataChange", True):
+                (adds if kind == "add" else removes).append(_file(file))
             else:
                 rearranged += 1
         elif "cdc" in action:

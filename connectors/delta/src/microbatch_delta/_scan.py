@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import pyarrow.fs as pafs
     from deltalake import DeltaTable
 
-__all__ = ["LOST_VERSIONS", "Barrier", "FileItem", "Scanner", "VersionItem"]
+__all__ = ["LOST_VERSIONS", "Barrier", "FileItem", "Scanner", "VersionItem", "change_sizes"]
 
 log = logging.getLogger("microbatch.delta")
 
@@ -359,7 +359,7 @@ class Scanner:
                 yield Barrier(version, verdict.error)
                 return
             if self.policy.change_feed:
-                yield VersionItem(version, _change_sizes(commit))
+                yield VersionItem(version, change_sizes(commit))
             elif not verdict.files:
                 yield VersionItem(version, ())  # nothing to read: the stream may pass it
             else:
@@ -370,9 +370,14 @@ class Scanner:
             version, after = version + 1, -1
 
 
-def _change_sizes(commit: Commit) -> tuple[int, ...]:
+def change_sizes(commit: Commit) -> tuple[int, ...]:
+    """The sizes of the files one version's changes are read from (Delta's rule): its ``cdc``
+    files when it has any (their total shared out evenly: the log entry is summed, not kept per
+    file), else the files it adds and removes with ``dataChange``. A version that changes no
+    data (optimize, table properties) has none."""
     if commit.cdc_files:
-        return (commit.cdc_bytes // max(commit.cdc_files, 1),) * commit.cdc_files
+        share, rest = divmod(commit.cdc_bytes, commit.cdc_files)
+        return (share + 1,) * rest + (share,) * (commit.cdc_files - rest)
     return tuple(f.size for f in commit.adds) + tuple(f.size for f in commit.removes)
 
 

@@ -40,9 +40,10 @@ PATH_OPTION = mb.Option(
 STORAGE_OPTIONS_OPTION = mb.Option(
     name="storageOptions",
     type="object",
+    secret=True,
     doc=(
         "A dict of delta-rs storage options for object stores (merged with the 'storage.*' "
-        "options, which win); never displayed."
+        "options, which win); its values never appear in displays, errors or logs."
     ),
 )
 

@@ -177,6 +177,8 @@ def test_a_table_that_never_enabled_the_feed_is_refused(tmp_path: Path) -> None:
     assert text.startswith("[DELTA_MISSING_CHANGE_DATA] ")
     assert path in text and "`delta.enableChangeDataFeed = true`" in text
     assert "alter.set_table_properties" in text
+    assert "Otherwise, to start recording change data, set the table property" in text
+    assert "To read its changes, to start" not in text
     # delta-rs alone would give inserts and a whole-file delete here: versions 1 and 2
     for first, last in ((1, 2), (2, 2), (0, 2)):
         with pytest.raises(mb.SourceError, match=_missing(first, last, first, path)):

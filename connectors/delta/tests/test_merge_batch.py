@@ -132,7 +132,21 @@ def test_arguments_are_checked(tmp_path: Path) -> None:
         merge_batch(batch(("ann", 1)), -1, path, "user", app_id="a")
     with pytest.raises(mb.ConfigurationError, match=r"keys=\.\.\.\) names 'User'.*'user'"):
         merge_batch(batch(("ann", 1)), 0, path, "User", app_id="a")
+    with pytest.raises(mb.ConfigurationError, match=r"names 'usr', .* \(did you mean 'user'\?\)"):
+        merge_batch(batch(("ann", 1)), 0, path, "usr", app_id="a")
     assert not (tmp_path / "totals").exists()
+
+
+def test_merge_batch_passed_to_foreach_batch_as_it_is_says_how_to_bind_it() -> None:
+    frame = keyed_values(mb.Session(), 5)
+    with pytest.raises(mb.ConfigurationError) as caught:
+        frame.write_stream.foreach_batch(merge_batch).start()  # type: ignore[arg-type]
+    text = str(caught.value)
+    assert "missing a required argument: 'path'" in text
+    assert text.endswith(
+        "Bind its other required arguments first: lambda batch, batch_id: merge_batch(batch, "
+        "batch_id, path=..., keys=...), or functools.partial(merge_batch, path=..., keys=...)"
+    )
 
 
 # --- from real queries ------------------------------------------------------------------------

@@ -85,3 +85,9 @@ def test_merge_keys_are_checked_when_the_query_starts(tmp_path: Path) -> None:
         query = writer.start(str(tmp_path / "table"))
         query.await_termination(timeout=60)
     assert not (tmp_path / "table" / "_delta_log").exists()
+    with pytest.raises(
+        mb.ConfigurationError,
+        match=r"mergeKeys names 'kee', which is not a column of the rows \(did you mean 'key'\?\)",
+    ):
+        writer.option("mergeKeys", "kee").start(str(tmp_path / "table"))
+    assert not (tmp_path / "table" / "_delta_log").exists()

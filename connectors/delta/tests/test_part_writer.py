@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import multiprocessing
 import os
 import pickle
@@ -464,3 +465,30 @@ def test_parquet_settings(tmp_path: Path) -> None:
         column.compression == "SNAPPY" and column.statistics is not None
         for column in columns.values()
     )
+
+
+def test_max_records_per_file_rolls_whole_files_in_order(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    batches = [
+        pa.record_batch(
+            [pa.array(range(start, start + 7000)), pa.array([f"n{i}" for i in range(7000)])],
+            schema=schema,
+        )
+        for start in range(0, 70_000, 7000)
+    ]
+    writer = DeltaPartWriter(DeltaTarget(str(tmp_path), {}), schema, max_records_per_file=25_000)
+    message = writer.write(
+        pa.RecordBatchReader.from_batches(schema, batches),
+        mb.PartContext(batch_id=0, part_index=0, num_parts=1, query_id="q"),
+    )
+    assert [file.num_records for file in message.files] == [25_000, 25_000, 20_000]
+    ids: list[int] = []
+    for file in message.files:
+        metadata = pq.read_metadata(tmp_path / file.path)
+        assert all(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+        assert file.size == (tmp_path / file.path).stat().st_size
+        stats = json.loads(file.stats)
+        assert stats["minValues"]["id"] == (ids[-1] + 1 if ids else 0)
+        ids.extend(pq.read_table(tmp_path / file.path)["id"].to_pylist())
+        assert stats["maxValues"]["id"] == ids[-1]
+    assert ids == list(range(70_000))

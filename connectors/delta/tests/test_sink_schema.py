@@ -72,13 +72,13 @@ def test_every_difference_is_listed_field_by_field(tmp_path: Path) -> None:
         make_writer(path, schema=batch_schema, output_mode=COMPLETE)
     assert str(caught.value) == (
         f"A schema mismatch detected when writing to the Delta table at {path}:\n"
-        "  - column 'id': type string in the batch, int64 in the table\n"
+        "  - column 'id': type string (StringType) in the batch, int64 (LongType) in the table\n"
         "  - column 'name': nullable in the batch, NOT NULL in the table\n"
         "  - extra column 'extra' (list<element: int64>): not in the table\n"
         "  - missing column 'code' (int32): NOT NULL in the table, so every row needs a value\n"
         'Nothing was written. To enable schema migration, set .option("mergeSchema", '
         '"true") to add the batch\'s new columns, or .option("overwriteSchema", "true") to '
-        "replace the table's schema."
+        "replace the table's schema. Cast 'id' to the table's type in the query."
     )
 
 
@@ -90,7 +90,8 @@ def test_a_table_changed_after_the_parts_were_written_fails_the_commit(tmp_path:
     other = pa.table({"id": ["x"], "name": ["y"]})
     write_deltalake(str(path), other, mode="overwrite", schema_mode="overwrite")
     with pytest.raises(
-        mb.SchemaError, match="column 'id': type int64 in the batch, string in the table"
+        mb.SchemaError,
+        match=r"column 'id': type int64 \(LongType\) in the batch, string \(StringType\) in the",
     ):
         writer.commit(messages, 1)
     assert table_of(path).version() == 1
@@ -186,6 +187,47 @@ def test_complete_mode_without_overwrite_schema_refuses_another_partitioning(
     )
 
 
+def test_append_mode_with_another_partitioning_says_how_to_write_it(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    run_batch(make_writer(path, partition_by=("name",)), 0, rows([1]))
+    with pytest.raises(mb.SchemaError) as caught:
+        make_writer(path, partition_by=("id",))
+    assert str(caught.value) == (
+        f"Partition columns do not match the partition columns of the table at {path}.\n"
+        "Given: [`id`]\nTable: [`name`]\n"
+        "Leave out partition_by to write with the table's partitioning (Table: [`name`]), or "
+        "write another table."
+    )
+
+
+TYPE_CHANGED = pa.schema(
+    [pa.field("id", pa.string(), nullable=False), pa.field("name", pa.string())]
+)
+
+
+def test_merge_schema_says_it_cannot_change_a_type(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    run_batch(make_writer(path), 0, rows([1]))
+    with pytest.raises(mb.SchemaError) as caught:
+        make_writer(path, schema=TYPE_CHANGED, mergeSchema="true")
+    assert str(caught.value) == (
+        f"A schema mismatch detected when writing to the Delta table at {path}:\n"
+        "  - column 'id': type string (StringType) in the batch, int64 (LongType) in the table\n"
+        "Nothing was written. mergeSchema adds new columns but cannot change a column's type: "
+        "Failed to merge fields 'id' and 'id'. Failed to merge incompatible data types LongType "
+        "and StringType. Cast 'id' to the table's type in the query, or replace the table's "
+        'schema in complete output mode with .option("overwriteSchema", "true").'
+    )
+    with pytest.raises(mb.SchemaError) as caught:  # without mergeSchema: no advice to set it
+        make_writer(path, schema=TYPE_CHANGED, output_mode=COMPLETE)
+    assert "mergeSchema" not in str(caught.value)
+    assert str(caught.value).endswith(
+        "Nothing was written. Cast 'id' to the table's type in the query, or "
+        '.option("overwriteSchema", "true") to replace the table\'s schema.'
+    )
+    assert table_of(path).version() == 0
+
+
 def test_partition_by_lays_out_folders_and_reads_back(tmp_path: Path) -> None:
     path = tmp_path / "t"
     writer = make_writer(path, partition_by=("name",))
@@ -201,7 +243,7 @@ def test_partition_by_lays_out_folders_and_reads_back(tmp_path: Path) -> None:
         (3, None),
         (4, "a"),
     ]
-    with pytest.raises(mb.SchemaError, match=r"Given: \[`id`\]\nTable: \[`name`\]$"):
+    with pytest.raises(mb.SchemaError, match=r"Given: \[`id`\]\nTable: \[`name`\]\nLeave out"):
         make_writer(path, partition_by=("id",))
 
 

@@ -126,9 +126,16 @@ def test_skip_change_commits_skips_rewrites_and_ignore_changes_reads_their_files
     assert ids(skipped) == [10, 11]
     assert _metrics(query)["numSkippedChangeCommits"] == "1"
     assert any("version 1 (UPDATE)" in r.getMessage() for r in caplog.records)
-    again, query = run_available_now(
-        session, delta_table.uri, tmp_path / "again", ignoreChanges=True
+    assert any(
+        "removes 1 data file and adds 1 data file: skipped" in r.getMessage()
+        for r in caplog.records
     )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="microbatch.delta"):
+        again, query = run_available_now(
+            session, delta_table.uri, tmp_path / "again", ignoreChanges=True
+        )
+    assert any("the file it adds is streamed again" in r.getMessage() for r in caplog.records)
     # the rewritten file comes again whole: the 3 updated rows and the 7 unchanged ones
     assert ids(again) == [*range(10), 10, 11]
     names = dict(zip(again.column("id").to_pylist(), again.column("name").to_pylist(), strict=True))

@@ -107,8 +107,26 @@ def test_a_log_entry_removed_after_a_checkpoint_is_reported_with_its_version(
     assert text.startswith(
         "The log entry _delta_log/00000000000000000001.json of version 1 of the Delta table"
     )
-    assert "(the log now keeps versions 3 to 3)" in text
+    assert "(the log now keeps version 3)" in text
     assert "it's likely your query is lagging behind" in text
+
+
+def test_a_new_query_missing_a_version_inside_the_log_lists_what_is_kept(
+    session: mb.Session, delta_table: Any, make_numbers: Any, tmp_path: Path
+) -> None:
+    for n in range(5):
+        delta_table.append(make_numbers(10 * n, 1))
+    DeltaTable(delta_table.uri).create_checkpoint()  # at version 4: the log may lose entries
+    (Path(delta_table.uri) / "_delta_log" / f"{1:020d}.json").unlink()
+    with pytest.raises(mb.StreamingQueryException) as failure:
+        run_available_now(session, delta_table.uri, tmp_path / "cp", startingVersion=0)
+    text = str(failure.value.__cause__)
+    assert text.startswith(
+        "The log entry _delta_log/00000000000000000001.json of version 1 of the Delta table"
+    )
+    assert "(the log now keeps versions 0 and 2 to 4)" in text
+    assert "checkpoint" not in text.replace("after a checkpoint", "")  # a new query: none
+    assert "failOnDataLoss" in text
 
 
 def _write_entry(path: str, version: int, actions: list[dict[str, Any]]) -> None:

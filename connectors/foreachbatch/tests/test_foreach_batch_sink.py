@@ -146,6 +146,21 @@ def test_function_must_take_two_positional_arguments(function: Any) -> None:
         make_connector(function)
 
 
+def test_a_function_with_more_required_arguments_is_told_how_to_bind_them() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        make_connector(three_arguments)
+    assert str(caught.value) == (
+        "The foreachBatch function three_arguments(batch, batch_id, extra) cannot be called as "
+        "function(batch, batch_id) with two positional arguments: missing a required argument: "
+        "'extra'. Bind its other required arguments first: lambda batch, batch_id: "
+        "three_arguments(batch, batch_id, extra=...), or functools.partial(three_arguments, "
+        "extra=...)"
+    )
+    with pytest.raises(ConfigurationError) as caught:  # too few arguments: nothing to bind
+        make_connector(one_argument)
+    assert "Bind" not in str(caught.value)
+
+
 def with_default(batch: pa.Table, batch_id: int, retries: int = 3) -> None:
     pass
 

@@ -121,8 +121,9 @@ def require_change_feed(table: DeltaTable, path: str) -> None:
     raise mb.SourceError(
         f"[DELTA_MISSING_CHANGE_DATA] readChangeFeed: the Delta table at {path} does not "
         f"record its change data feed (version {version} does not have `{CHANGE_DATA_FEED_KEY} "
-        f"= true` in its table properties). To read its changes, {_ENABLE_HINT}; changes are "
-        "recorded from that version on."
+        f"= true` in its table properties). If you've enabled the change data feed on this "
+        "table, read it from a version that records it (startingVersion). Otherwise, "
+        f"{_ENABLE_HINT}; changes are recorded from that version on."
     )
 
 
@@ -271,6 +272,8 @@ def _bucket(batch: pa.RecordBatch, by_version: dict[int, list[pa.RecordBatch]]) 
 def _open(target: DeltaTarget, version: int) -> DeltaTable:
     try:
         table = target.open(version=version)
+    except mb.RetriableError:  # the store away: the batch runs again
+        raise
     except Exception as error:
         raise mb.SourceError(
             f"Cannot load version {version} of the Delta table at {target.uri} to read its "

@@ -33,7 +33,10 @@ anything is written (``_table_features``).
 A commit that fails because another run of the same query committed (the two runs share the
 app id) stops the run: only one run may write. A conflict with any other writer is retried
 from a fresh read of the table a few times, then raised as a ``RetriableError`` (the engine
-runs the batch again).
+runs the batch again). A store error (an ``OSError`` of delta-rs: the store away) while the
+table is read or the batch committed is a ``RetriableError`` too, unless a fresh read shows
+that the commit landed all the same (the batch's transaction and files are in the table);
+at ``check_table`` (the query's start) it is a ``SinkError`` naming the table.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ import pyarrow as pa
 import microbatch as mb
 
 from ._schema_fit import Fit, fit_batch
-from ._table import DeltaTarget
+from ._table import DeltaTarget, storage_error_text
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -181,7 +184,7 @@ class DeltaStreamWriter(mb.StreamWriter):
     def check_table(self) -> None:
         """Fail now, before any batch, when the table exists and the batches cannot go into it
         (and say so when ``delta.*`` properties, which only a new table takes, differ)."""
-        table = self._read()
+        table = self._read(error=mb.SinkError)
         if table is None:
             from ._table_features import check_new_table
 
@@ -209,14 +212,15 @@ class DeltaStreamWriter(mb.StreamWriter):
                 ", ".join(f"{key}={value}" for key, value in sorted(ignored.items())),
             )
 
-    def _read(self) -> DeltaTable | None:
+    def _read(self, *, error: type[mb.MicrobatchError] = mb.RetriableError) -> DeltaTable | None:
         """The table at its latest version (``None`` when there is none yet): one handle kept
         for the run and brought up to date (a few ms), as a new handle replays the log since
-        the last checkpoint (tens of ms on a busy table)."""
+        the last checkpoint (tens of ms on a busy table). A store that cannot be reached
+        raises ``error`` (a ``RetriableError`` mid-batch: the batch runs again)."""
         if self._table is None:
-            self._table = self._target.open()
+            self._table = self._target.open(error=error)
         else:
-            self._table.update_incremental()
+            self._target.refresh(self._table)
         return self._table
 
     # -- the contract -----------------------------------------------------------------------
@@ -266,6 +270,13 @@ class DeltaStreamWriter(mb.StreamWriter):
                         f"batch {batch_id} has rows that violate a CHECK constraint or "
                         f"invariant of the Delta table {self._target.uri}; nothing was "
                         f"committed: {error}"
+                    ) from error
+                if isinstance(error, OSError):  # the store, or its answer, went away
+                    if self._landed(batch_id, files, error):
+                        return
+                    raise mb.RetriableError(
+                        f"could not commit batch {batch_id} to the Delta table "
+                        f"{self._target.uri}: {storage_error_text(error)}; the batch runs again"
                     ) from error
                 if not _is_conflict(error):
                     raise
@@ -336,6 +347,40 @@ class DeltaStreamWriter(mb.StreamWriter):
         self._discard(files, batch_id)
 
     # -- helpers ----------------------------------------------------------------------------
+    def _landed(self, batch_id: int, files: Sequence[AddFile], error: BaseException) -> bool:
+        """After a commit failed with a store error: True when the commit landed all the
+        same (the table's transaction holds the batch and names its files). Another run's
+        commit of the batch raises a ``SinkError``; a table that cannot be read says False
+        (the retry's transaction check skips the batch if it did land)."""
+        self._table = None
+        try:
+            fresh = self._read()
+        except mb.RetriableError:
+            return False
+        if not self._applied(fresh, batch_id):
+            return False
+        from ._part_writer import STAGING_FOLDER
+
+        staged = all(file.path.startswith(STAGING_FOLDER + "/") for file in files)
+        if not staged and not _holds_any(fresh, files):  # a staged batch's files are rewritten
+            self._discard(files, batch_id)
+            raise mb.SinkError(
+                f"another run of query {self._query_id} committed batch {batch_id} "
+                f"to {self._target.uri} concurrently: this run stops (only one run of "
+                "a query may write at a time)"
+            ) from error
+        log.info(
+            "Batch %d of query %s is in the Delta table %s: its commit landed although "
+            "delta-rs reported %s",
+            batch_id,
+            self._query_id,
+            self._target.uri,
+            storage_error_text(error),
+        )
+        self._drop_staging(batch_id, files)
+        self._planned = None
+        return True
+
     def _applied(self, table: DeltaTable | None, batch_id: int) -> bool:
         if table is None:
             return False

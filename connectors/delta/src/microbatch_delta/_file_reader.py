@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from microbatch import RetriableError, SourceError, Split, SplitReader
 
-from ._table import DeltaTarget
+from ._table import DeltaTarget, storage_error_text
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -136,7 +136,7 @@ class DeltaFileReader(SplitReader):
         except OSError as error:  # an object store away: running the batch again may cure it
             raise RetriableError(
                 f"Opening the data file {split.path} of the Delta table at {self.target.uri} "
-                f"failed: {error}"
+                f"failed: {storage_error_text(error)}"
             ) from error
         with handle:
             parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")

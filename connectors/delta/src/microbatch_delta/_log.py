@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from microbatch import RetriableError, SourceError
 
-from ._table import log_entry_name
+from ._table import log_entry_name, storage_error_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -176,7 +176,9 @@ def read_commit(fs: pafs.FileSystem, version: int) -> Commit | None:
     except FileNotFoundError:
         return None
     except OSError as error:  # an object store away: running the batch again may cure it
-        raise RetriableError(f"Reading the Delta log entry {name} failed: {error}") from error
+        raise RetriableError(
+            f"Reading the Delta log entry {name} failed: {storage_error_text(error)}"
+        ) from error
     return parse_commit(version, raw.decode("utf-8"), name)
 
 

@@ -28,6 +28,7 @@ delta-rs, so no name, however written, changes the predicate; names starting wit
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -95,6 +96,9 @@ def check_merge_keys(schema: pa.Schema, keys: Sequence[str], where: str = "merge
         if key not in schema.names:
             near = [name for name in schema.names if name.lower() == key.lower()]
             hint = f" (did you mean '{near[0]}'? names are case-sensitive)" if near else ""
+            if not near:
+                close = difflib.get_close_matches(key, schema.names, n=1, cutoff=0.6)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise mb.ConfigurationError(
                 f"{where} names '{key}', which is not a column of the rows{hint}; the columns "
                 f"are {_names(schema.names)}"

@@ -27,8 +27,9 @@ import pyarrow.parquet as pq
 import microbatch as mb
 
 from ._delta_schema import HIVE_DEFAULT_PARTITION, delta_arrow_schema, partition_text_array
+from ._parquet_files import parquet_options, write_parquet_files
 from ._stats import file_stats
-from ._table import DeltaTarget
+from ._table import DeltaTarget, storage_error_text
 
 if TYPE_CHECKING:
     from deltalake.transaction import AddAction
@@ -167,24 +168,42 @@ class DeltaPartWriter(mb.PartWriter):
             else None
         )
         try:
-            ds.write_dataset(
-                pa.RecordBatchReader.from_batches(write_schema, stream()),
-                base_dir,
-                format="parquet",
-                filesystem=filesystem,
-                partitioning=partitioning,
-                basename_template=template,
-                file_options=_parquet_options(file_schema),
-                existing_data_behavior="overwrite_or_ignore",
-                max_rows_per_file=self.max_records_per_file or 0,
-                min_rows_per_group=group_rows,
-                max_rows_per_group=group_rows,
-                max_partitions=_MAX_PARTITIONS,
-                preserve_order=self.staging,
-                file_visitor=written.append,
-            )
-        except BaseException:
+            if not self.partition_by:
+                write_parquet_files(
+                    stream(),
+                    write_schema,
+                    filesystem,
+                    base_dir,
+                    template,
+                    group_rows,
+                    self.max_records_per_file,
+                    written.append,
+                )
+            else:
+                ds.write_dataset(
+                    pa.RecordBatchReader.from_batches(write_schema, stream()),
+                    base_dir,
+                    format="parquet",
+                    filesystem=filesystem,
+                    partitioning=partitioning,
+                    basename_template=template,
+                    file_options=parquet_options(file_schema),
+                    existing_data_behavior="overwrite_or_ignore",
+                    max_rows_per_file=self.max_records_per_file or 0,
+                    min_rows_per_group=group_rows,
+                    max_rows_per_group=group_rows,
+                    max_partitions=_MAX_PARTITIONS,
+                    preserve_order=self.staging,
+                    file_visitor=written.append,
+                )
+        except BaseException as error:
             self._remove_written(filesystem, root, base_dir, prefix, written)
+            if isinstance(error, OSError):  # the store went away: the batch runs again
+                raise mb.RetriableError(
+                    f"could not write part {part.part_index} of batch {part.batch_id} to the "
+                    f"Delta table at {self.target.uri}: {storage_error_text(error)}; the batch "
+                    "runs again"
+                ) from error
             raise
         now = int(time.time() * 1000)
         files = []
@@ -341,53 +360,6 @@ def conform_batch(
             )
         arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def _parquet_options(schema: pa.Schema) -> ds.FileWriteOptions:
-    """Snappy, statistics for every column, dictionaries for all but timestamp columns.
-
-    Timestamps are mostly distinct: building a dictionary that overflows and falls back to
-    plain pages costs a third of the write time of a typical event table and saves nothing.
-    Plain parquet 2.6 types and v1 data pages otherwise, which every Delta reader reads.
-    """
-    return ds.ParquetFileFormat().make_write_options(
-        compression="snappy",
-        write_statistics=True,
-        use_dictionary=_dictionary_columns(schema),
-    )
-
-
-def _dictionary_columns(schema: pa.Schema) -> list[str]:
-    """The parquet column paths (``a.b``, ``l.list.element``) of the non-timestamp leaves."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), sink)
-    parquet_schema = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
-    arrow_leaves = _leaf_types(schema)
-    return [
-        parquet_schema.column(index).path
-        for index in range(len(parquet_schema))
-        if index < len(arrow_leaves) and not pa.types.is_timestamp(arrow_leaves[index])
-    ]
-
-
-def _leaf_types(schema: pa.Schema) -> list[pa.DataType]:
-    leaves: list[pa.DataType] = []
-
-    def walk(type: pa.DataType) -> None:
-        if pa.types.is_struct(type):
-            for child in type.fields:
-                walk(child.type)
-        elif pa.types.is_map(type):
-            walk(type.key_type)
-            walk(type.item_type)
-        elif pa.types.is_list(type) or pa.types.is_large_list(type):
-            walk(type.value_type)
-        else:
-            leaves.append(type)
-
-    for field in schema:
-        walk(field.type)
-    return leaves
 
 
 def _float_columns(schema: pa.Schema) -> list[str]:

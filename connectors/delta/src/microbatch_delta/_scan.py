@@ -21,7 +21,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from microbatch import SourceError
+from microbatch import RetriableError, SourceError
 
 from ._delta_schema import parse_partition_value
 from ._file_reader import DeltaFileSplit
@@ -95,6 +95,22 @@ class Counters:
     counted_up_to: int = -1
 
 
+def _kept_text(kept: list[int]) -> str:
+    """Which versions the log keeps, as runs: ``the log now keeps versions 0 to 2 and 4``."""
+    if not kept:
+        return "the log now keeps no versions"
+    runs: list[list[int]] = []
+    for version in sorted(kept):
+        if runs and version == runs[-1][1] + 1:
+            runs[-1][1] = version
+        else:
+            runs.append([version, version])
+    texts = [f"{first} to {last}" if first != last else str(first) for first, last in runs]
+    listed = texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+    word = "version" if len(kept) == 1 else "versions"
+    return f"the log now keeps {word} {listed}"
+
+
 class Scanner:
     """Walks the table's stream from an offset (see the module docstring)."""
 
@@ -121,6 +137,9 @@ class Scanner:
         self._sizes: dict[int, tuple[int, ...]] = {}
         self._refreshed = time.monotonic()
         self._types = {f.name: f.type for f in read_schema}
+        self.resumed = True
+        """False while the query has no committed offsets (a new query): a lost log entry's
+        error then does not advise deleting the checkpoint."""
 
     @property
     def fs(self) -> pafs.FileSystem:
@@ -154,7 +173,7 @@ class Scanner:
             if self._table is None:
                 raise not_a_table(self.path)
         else:
-            self._table.update_incremental()
+            self.target.refresh(self._table)
         latest = int(self._table.version())
         self.known_latest = max(self.known_latest, latest)
         self._refreshed = time.monotonic()
@@ -188,16 +207,19 @@ class Scanner:
                     resume,
                 )
             return resume
-        earliest = kept[0] if kept else None
+        restart = (
+            "If you never deleted it, it's likely your query is lagging behind. Please delete "
+            "its checkpoint to restart from scratch. "
+            if self.resumed
+            else ""
+        )
         raise SourceError(
             f"The log entry {log_entry_name(version)} of version {version} of the Delta "
-            f"table at {self.path} cannot be found (the log now keeps versions "
-            f"{earliest} to {self.known_latest}): log entries older than the table's "
-            "delta.logRetentionDuration are removed after a checkpoint. If you never "
-            "deleted it, it's likely your query is lagging behind. Please delete its "
-            "checkpoint to restart from scratch. To avoid this happening again, you can "
-            "update your retention policy of your Delta table. To skip the lost versions "
-            "instead, set the option 'failOnDataLoss' to 'false'."
+            f"table at {self.path} cannot be found ({_kept_text(kept)}): log entries older "
+            "than the table's delta.logRetentionDuration are removed after a checkpoint. "
+            f"{restart}To avoid this happening again, you can update your retention policy "
+            "of your Delta table. To skip the lost versions instead, set the option "
+            "'failOnDataLoss' to 'false'."
         )
 
     def forget_snapshot(self) -> None:
@@ -231,6 +253,8 @@ class Scanner:
             return self._snapshot[1]
         try:
             table = self.target.open(version)
+        except RetriableError:  # the store away: the batch runs again
+            raise
         except Exception as error:  # delta-rs raises several kinds for a version it lacks
             raise SourceError(
                 f"The snapshot of version {version} of the Delta table at {self.path} cannot be "

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import pyarrow as pa
 
 from microbatch.errors import SchemaError
 
-__all__ = ["Fit", "fit_batch", "partition_mismatch", "same_type"]
+__all__ = ["Fit", "fit_batch", "partition_mismatch", "same_type", "spark_type_name"]
 
 Change = Literal["create", "none", "evolve", "replace"]
 
@@ -145,10 +145,17 @@ def fit_batch(
                 "\nTo overwrite the schema or change partitioning, set "
                 '.option("overwriteSchema", "true").'
             )
+        else:
+            text += (
+                "\nLeave out partition_by to write with the table's partitioning (Table: "
+                f"{_columns(partitions)}), or write another table."
+            )
         raise SchemaError(text)
     problems = _differences(batch, table, merge_schema=merge_schema)
     if problems:
-        raise SchemaError(_mismatch_text(path, problems, complete=complete))
+        raise SchemaError(
+            _mismatch_text(path, problems, complete=complete, merge_schema=merge_schema)
+        )
     new = [field for field in batch if field.name not in table.names]
     if not new:
         return Fit(table, partitions, "none")
@@ -179,35 +186,127 @@ def _check_partition_types(batch: pa.Schema, partition_by: Sequence[str], path: 
             )
 
 
-def _differences(batch: pa.Schema, table: pa.Schema, *, merge_schema: bool) -> list[str]:
-    problems: list[str] = []
+class _Problem(NamedTuple):
+    """One difference between the batch and the table: ``kind`` is ``extra``, ``type``,
+    ``nullable`` or ``missing``; ``batch_type``/``table_type`` are set for ``type``."""
+
+    kind: str
+    text: str
+    name: str = ""
+    batch_type: pa.DataType | None = None
+    table_type: pa.DataType | None = None
+
+
+def _differences(batch: pa.Schema, table: pa.Schema, *, merge_schema: bool) -> list[_Problem]:
+    problems: list[_Problem] = []
     for field in batch:
         if field.name not in table.names:
             if not merge_schema:
-                problems.append(f"extra column '{field.name}' ({field.type}): not in the table")
+                text = f"extra column '{field.name}' ({field.type}): not in the table"
+                problems.append(_Problem("extra", text))
             continue
         target = table.field(field.name)
         if not same_type(field.type, target.type):
-            problems.append(
-                f"column '{field.name}': type {field.type} in the batch, {target.type} in the table"
+            text = (
+                f"column '{field.name}': type {_type_text(field.type)} in the batch, "
+                f"{_type_text(target.type)} in the table"
             )
+            problems.append(_Problem("type", text, field.name, field.type, target.type))
         elif field.nullable and not target.nullable:
-            problems.append(f"column '{field.name}': nullable in the batch, NOT NULL in the table")
+            text = f"column '{field.name}': nullable in the batch, NOT NULL in the table"
+            problems.append(_Problem("nullable", text))
     for target in table:
         if target.name not in batch.names and not target.nullable:
-            problems.append(
+            text = (
                 f"missing column '{target.name}' ({target.type}): NOT NULL in the table, "
                 "so every row needs a value"
             )
+            problems.append(_Problem("missing", text))
     return problems
 
 
-def _mismatch_text(path: str, problems: list[str], *, complete: bool) -> str:
-    fixes = 'set .option("mergeSchema", "true") to add the batch\'s new columns'
-    if complete:
-        fixes += ', or .option("overwriteSchema", "true") to replace the table\'s schema'
-    listed = "\n".join(f"  - {problem}" for problem in problems)
+_SPARK_TYPES: dict[pa.DataType, str] = {
+    pa.bool_(): "BooleanType",
+    pa.int8(): "ByteType",
+    pa.int16(): "ShortType",
+    pa.int32(): "IntegerType",
+    pa.int64(): "LongType",
+    pa.float32(): "FloatType",
+    pa.float64(): "DoubleType",
+    pa.string(): "StringType",
+    pa.binary(): "BinaryType",
+    pa.date32(): "DateType",
+}
+
+
+def spark_type_name(type_: pa.DataType) -> str:
+    """The name Spark and Delta give the Delta type of ``type_`` (``LongType`` for int64)."""
+    type_ = _normal(type_)
+    if type_ in _SPARK_TYPES:
+        return _SPARK_TYPES[type_]
+    if pa.types.is_timestamp(type_):
+        return "TimestampType" if type_.tz is not None else "TimestampNTZType"
+    if pa.types.is_decimal(type_):
+        return f"DecimalType({type_.precision},{type_.scale})"
+    if pa.types.is_struct(type_):
+        return "StructType"
+    if pa.types.is_list(type_):
+        return "ArrayType"
+    if pa.types.is_map(type_):
+        return "MapType"
+    return str(type_)
+
+
+def _type_text(type_: pa.DataType) -> str:
+    """Arrow's name of ``type_`` and, when it differs, Spark's and Delta's."""
+    spark = spark_type_name(type_)
+    return f"{type_} ({spark})" if spark != str(type_) else str(type_)
+
+
+_OVERWRITE = 'or .option("overwriteSchema", "true") to replace the table\'s schema'
+
+
+def _mismatch_text(
+    path: str, problems: list[_Problem], *, complete: bool, merge_schema: bool = False
+) -> str:
+    """Delta's opening words, the differences and what may fix them: ``mergeSchema`` only for
+    new columns (it cannot change a type), a cast for a changed type, ``overwriteSchema`` in
+    complete mode."""
+    listed = "\n".join(f"  - {problem.text}" for problem in problems)
+    extra = any(problem.kind == "extra" for problem in problems)
+    types = [problem for problem in problems if problem.kind == "type"]
+    advice: list[str] = []
+    if extra:
+        fix = (
+            'To enable schema migration, set .option("mergeSchema", "true") to add the '
+            "batch's new columns"
+        )
+        advice.append(fix + (", " + _OVERWRITE if complete else "") + ".")
+    if types:
+        if merge_schema:
+            merges = " ".join(
+                f"Failed to merge fields '{problem.name}' and '{problem.name}'. Failed to merge "
+                "incompatible data types "
+                f"{spark_type_name(problem.table_type)} and {spark_type_name(problem.batch_type)}."
+                for problem in types
+                if problem.table_type is not None and problem.batch_type is not None
+            )
+            advice.append(
+                f"mergeSchema adds new columns but cannot change a column's type: {merges}"
+            )
+        names = ", ".join(f"'{problem.name}'" for problem in types)
+        fix = f"Cast {names} to the table's type in the query"
+        if complete and not extra:
+            fix += ", " + _OVERWRITE
+        elif not complete:
+            fix += (
+                ", or replace the table's schema in complete output mode with .option("
+                '"overwriteSchema", "true")'
+            )
+        advice.append(fix + ".")
+    if not advice and complete:
+        advice.append('To replace the table\'s schema, set .option("overwriteSchema", "true").')
     return (
         f"A schema mismatch detected when writing to the Delta table at {path}:\n{listed}\n"
-        f"Nothing was written. To enable schema migration, {fixes}."
+        + " ".join(["Nothing was written.", *advice])
     )

@@ -7,6 +7,7 @@ delta-rs.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ __all__ = [
     "STORAGE_PREFIX",
     "DeltaTarget",
     "log_entry_name",
+    "storage_error_text",
     "target_at",
     "target_from_options",
 ]
@@ -46,6 +48,14 @@ STORAGE_OPTIONS_OPTION = mb.Option(
         "options, which win); its values never appear in displays, errors or logs."
     ),
 )
+
+
+_ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def storage_error_text(error: BaseException) -> str:
+    """delta-rs's text for ``error`` on one line, without its terminal colour codes."""
+    return " ".join(_ANSI_CODES.sub("", str(error)).split())
 
 
 def log_entry_name(version: int) -> str:
@@ -76,15 +86,46 @@ class DeltaTarget:
         """The storage options as delta-rs takes them (``None`` when there are none)."""
         return dict(self.storage_options) or None
 
-    def open(self, version: int | None = None) -> DeltaTable | None:
-        """The table at ``version`` (the latest when ``None``), or ``None`` when there is none."""
+    def open(
+        self, version: int | None = None, *, error: type[mb.MicrobatchError] = mb.RetriableError
+    ) -> DeltaTable | None:
+        """The table at ``version`` (the latest when ``None``), or ``None`` when there is none.
+
+        A store that cannot be reached (an ``OSError`` of delta-rs) raises ``error``, naming
+        the table: a ``RetriableError`` while a query runs (the batch runs again), the
+        connector's ``SourceError``/``SinkError`` when a query starts. A local path that is a
+        regular file raises ``error`` too (a plain ``MicrobatchError`` for a
+        ``RetriableError``: a run again cannot cure it).
+        """
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
+        if self.is_local and os.path.isfile(self.uri):  # a run again cannot cure it
+            kind = mb.MicrobatchError if error is mb.RetriableError else error
+            raise kind(f"{self.uri} is not a Delta table: it is a file")
         try:
             return DeltaTable(self.uri, version=version, storage_options=self.options())
         except TableNotFoundError:
             return None
+        except OSError as cause:
+            raise self.unreachable(cause, error) from cause
+
+    def refresh(self, table: DeltaTable) -> None:
+        """Bring ``table`` up to its latest version (``RetriableError`` when the store cannot
+        be reached)."""
+        try:
+            table.update_incremental()
+        except OSError as cause:
+            raise self.unreachable(cause, mb.RetriableError) from cause
+
+    def unreachable(
+        self, cause: BaseException, error: type[mb.MicrobatchError] = mb.RetriableError
+    ) -> mb.MicrobatchError:
+        """The error for a store failure ``cause`` while opening the table."""
+        return error(
+            f"could not open the Delta table at {self.uri}: {storage_error_text(cause)}; "
+            "check the path and storage options"
+        )
 
     def filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem rooted at the table (paths such as ``_delta_log/...``)."""

@@ -242,33 +242,39 @@ def log_skip(path: str, commit: Commit, kind: str) -> None:
         )
     elif kind == "deletes-skipped":
         log.warning(
-            "Delta source %s: version %d (%s) removes %d data files: skipped (ignoreDeletes); "
+            "Delta source %s: version %d (%s) removes %s: skipped (ignoreDeletes); "
             "the rows it deleted stay in the stream's output",
             path,
             commit.version,
             operation,
-            len(commit.removes),
+            _files(len(commit.removes), "data file"),
         )
     elif kind == "changes-skipped":
         log.warning(
-            "Delta source %s: version %d (%s) removes %d and adds %d data files: skipped "
+            "Delta source %s: version %d (%s) removes %s and adds %s: skipped "
             "(skipChangeCommits); its changes are not in the stream",
             path,
             commit.version,
             operation,
-            len(commit.removes),
-            len(commit.adds),
+            _files(len(commit.removes), "data file"),
+            _files(len(commit.adds), "data file"),
         )
     elif kind == "changes-reemitted":
         log.warning(
-            "Delta source %s: version %d (%s) rewrites data files: the %d files it adds are "
+            "Delta source %s: version %d (%s) rewrites data files: %s it adds %s "
             "streamed again (ignoreChanges; unchanged rows come again, deleted rows are not "
             "reported)",
             path,
             commit.version,
             operation,
-            len(commit.adds),
+            "the file" if len(commit.adds) == 1 else f"the {len(commit.adds)} files",
+            "is" if len(commit.adds) == 1 else "are",
         )
+
+
+def _files(count: int, noun: str) -> str:
+    """``1 data file``, ``2 data files``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def not_a_table(path: str) -> SourceError:

@@ -118,7 +118,7 @@ class DeltaSource(Source):
         version: int | None = None
         if not self.streaming and not self.change_feed:
             version = self._time_travel_version()
-        table = self.target.open(version)
+        table = self.target.open(version, error=SourceError)
         if table is None:
             raise ConfigurationError(str(not_a_table(self.target.uri)))
         metadata = table.metadata()
@@ -223,6 +223,7 @@ class DeltaStreamReader(StreamReader):
 
     # -- where the stream starts ----------------------------------------------------------
     def initial_offset(self) -> Offset:
+        self.scanner.resumed = False  # asked only of a checkpoint without offsets
         state = self.context.state
         if state is not None:
             kept = state.read(_INITIAL_OFFSET)
@@ -372,6 +373,7 @@ class DeltaStreamReader(StreamReader):
         return ranges
 
     def commit(self, end: Offset) -> None:
+        self.scanner.resumed = True
         if not self._offset(end, "end offset").is_starting_version:
             self.scanner.forget_snapshot()
 

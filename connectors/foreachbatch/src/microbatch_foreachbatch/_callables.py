@@ -47,5 +47,46 @@ def check_arguments(function: Any, arguments: tuple[Any, ...], what: str, usage:
         signature.bind(*arguments)
     except TypeError as error:
         raise ConfigurationError(
-            f"{what} {describe_callable(function)}{signature} cannot be called as {usage}: {error}"
+            f"{what} {describe_callable(function)}{_plain(signature)} cannot be called as {usage}: "
+            f"{error}{_binding_hint(function, signature, len(arguments))}"
         ) from None
+
+
+def _plain(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` without its type annotations (shorter in a message)."""
+    empty = inspect.Parameter.empty
+    parameters = [
+        parameter.replace(annotation=empty) for parameter in signature.parameters.values()
+    ]
+    return signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty)
+
+
+def _binding_hint(function: Any, signature: inspect.Signature, count: int) -> str:
+    """For a function that takes the ``count`` arguments but needs more (a helper such as
+    ``merge_batch(batch, batch_id, path, keys)``): how to bind the others first."""
+    parameters = list(signature.parameters.values())
+    positional = [
+        parameter
+        for parameter in parameters
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    varargs = any(parameter.kind == parameter.VAR_POSITIONAL for parameter in parameters)
+    if len(positional) < count and not varargs:
+        return ""
+    taken = positional[:count]
+    extra = [
+        parameter
+        for parameter in parameters
+        if parameter not in taken
+        and parameter.default is parameter.empty
+        and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    ]
+    if not extra or len(taken) < count:
+        return ""
+    name = getattr(function, "__name__", None) or describe_callable(function)
+    given = ", ".join(parameter.name for parameter in taken)
+    bound = ", ".join(f"{parameter.name}=..." for parameter in extra)
+    return (
+        f". Bind its other required arguments first: lambda {given}: {name}({given}, {bound}), "
+        f"or functools.partial({name}, {bound})"
+    )

@@ -34,9 +34,13 @@ A commit that fails because another run of the same query committed (the two run
 app id) stops the run: only one run may write. A conflict with any other writer is retried
 from a fresh read of the table a few times, then raised as a ``RetriableError`` (the engine
 runs the batch again). A store error (an ``OSError`` of delta-rs: the store away) while the
-table is read or the batch committed is a ``RetriableError`` too, unless a fresh read shows
-that the commit landed all the same (the batch's transaction and files are in the table);
-at ``check_table`` (the query's start) it is a ``SinkError`` naming the table.
+table is read or the batch committed is a ``RetriableError`` too; at ``check_table`` (the
+query's start) it is a ``SinkError`` naming the table. After any failed commit, a fresh read
+that holds the batch's transaction tells whose commit landed: this one's when the table names
+its files or a recent ``commitInfo`` holds this ``commit()`` call's id (``COMMIT_ID_KEY``;
+a staged batch's files are rewritten, an empty batch has none), and the batch counts as
+committed; another run's otherwise (a ``SinkError``, as above). Log lines show no storage
+option's value (``DeltaTarget.scrub``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -55,6 +60,7 @@ import pyarrow as pa
 
 import microbatch as mb
 
+from ._commit_outcome import files_of, holds_any, is_conflict, is_violation
 from ._schema_fit import Fit, fit_batch
 from ._table import DeltaTarget, storage_error_text
 
@@ -64,12 +70,24 @@ if TYPE_CHECKING:
 
     from ._part_writer import AddFile
 
-__all__ = ["COMMIT_ATTEMPTS", "DeltaStreamWriter", "SinkSettings", "commit_properties"]
+__all__ = [
+    "COMMIT_ATTEMPTS",
+    "COMMIT_ID_KEY",
+    "DeltaStreamWriter",
+    "SinkSettings",
+    "commit_properties",
+]
 
 log = logging.getLogger("microbatch.delta")
 
 COMMIT_ATTEMPTS = 5
 """How often a commit that conflicts with another writer is tried, each from a fresh read."""
+
+COMMIT_ID_KEY = "microbatch.commitId"
+"""The ``commitInfo`` key of the id of one ``commit()`` call of the sink (all its attempts)."""
+
+_HISTORY_SEARCHED = 50
+"""How many of the latest versions are searched for a commit whose answer was lost."""
 
 
 def commit_properties(
@@ -78,15 +96,22 @@ def commit_properties(
     user_metadata: str | None,
     *,
     max_commit_retries: int | None = None,
+    commit_id: str | None = None,
 ) -> CommitProperties:
     """The properties of the commit of batch ``batch_id``: the application transaction
     ``(app_id, batch_id)`` and, when given, ``userMetadata`` in the commit's ``commitInfo``.
-    ``max_commit_retries`` is delta-rs's own retry count (``None``: its default)."""
+    ``max_commit_retries`` is delta-rs's own retry count (``None``: its default);
+    ``commit_id`` goes into ``commitInfo`` as ``COMMIT_ID_KEY`` (it tells a writer's own
+    commit from another run's)."""
     from deltalake.transaction import CommitProperties, Transaction
 
-    metadata = {"userMetadata": user_metadata} if user_metadata is not None else None
+    metadata: dict[str, str] = {}
+    if user_metadata is not None:
+        metadata["userMetadata"] = user_metadata
+    if commit_id is not None:
+        metadata[COMMIT_ID_KEY] = commit_id
     return CommitProperties(
-        custom_metadata=metadata,
+        custom_metadata=metadata or None,
         max_commit_retries=max_commit_retries,
         app_transactions=[Transaction(app_id=app_id, version=batch_id)],
     )
@@ -135,6 +160,7 @@ class DeltaStreamWriter(mb.StreamWriter):
         self._table: DeltaTable | None = None
         self._planned: _Layout | None = None  # for the next part_writer()
         self._written: _Layout | None = None  # how the last part_writer() writes
+        self._commit_id: str | None = None  # of the commit() under way
 
     def __repr__(self) -> str:
         return f"DeltaStreamWriter({self._target.uri!r}, query_id={self._query_id!r})"
@@ -239,7 +265,8 @@ class DeltaStreamWriter(mb.StreamWriter):
         )
 
     def commit(self, messages: Sequence[mb.CommitMessage | None], batch_id: int) -> None:
-        files = _files_of(messages)
+        files = files_of(messages)
+        self._commit_id = uuid.uuid4().hex
         last: Exception | None = None
         for attempt in range(COMMIT_ATTEMPTS):
             if attempt:
@@ -265,43 +292,32 @@ class DeltaStreamWriter(mb.StreamWriter):
             try:
                 self._commit_once(table, fit, files, batch_id)
             except Exception as error:
-                if _is_violation(error):
+                if is_violation(error):
                     raise mb.SinkError(
                         f"batch {batch_id} has rows that violate a CHECK constraint or "
                         f"invariant of the Delta table {self._target.uri}; nothing was "
                         f"committed: {error}"
                     ) from error
                 if isinstance(error, OSError):  # the store, or its answer, went away
-                    if self._landed(batch_id, files, error):
+                    if self._applied_after(error, batch_id, files):
                         return
                     raise mb.RetriableError(
                         f"could not commit batch {batch_id} to the Delta table "
                         f"{self._target.uri}: {storage_error_text(error)}; the batch runs again"
                     ) from error
-                if not _is_conflict(error):
+                if not is_conflict(error):
+                    # the batch may be in all the same: a post-commit hook (a checkpoint)
+                    # failed after the commit, or another run's commit of the batch deleted
+                    # the staged files this one was reading
+                    if self._applied_after(error, batch_id, files):
+                        return
                     raise
                 last = error
                 self._table = None  # read the table anew after a lost race
                 fresh = self._read()
-                if self._applied(fresh, batch_id):
-                    if _holds_any(fresh, files):  # our own commit landed, its answer was lost
-                        log.info(
-                            "Batch %d of query %s is in the Delta table %s: its commit landed "
-                            "although delta-rs reported %s",
-                            batch_id,
-                            self._query_id,
-                            self._target.uri,
-                            error,
-                        )
-                        self._drop_staging(batch_id, files)
-                        self._planned = None
-                        return
-                    self._discard(files, batch_id)
-                    raise mb.SinkError(
-                        f"another run of query {self._query_id} committed batch {batch_id} "
-                        f"to {self._target.uri} concurrently: this run stops (only one run of "
-                        "a query may write at a time)"
-                    ) from error
+                if self._applied(fresh, batch_id):  # ours landed, or another run's (raises)
+                    self._kept(fresh, batch_id, files, error)
+                    return
                 log.info(
                     "Batch %d of query %s conflicted with another commit to %s (attempt %d "
                     "of %d): %s",
@@ -310,7 +326,7 @@ class DeltaStreamWriter(mb.StreamWriter):
                     self._target.uri,
                     attempt + 1,
                     COMMIT_ATTEMPTS,
-                    error,
+                    self._target.scrub(storage_error_text(error)),
                 )
                 continue
             self._drop_staging(batch_id, files)
@@ -330,7 +346,7 @@ class DeltaStreamWriter(mb.StreamWriter):
         files are then kept, and only staged copies are deleted."""
         from ._part_writer import STAGING_FOLDER
 
-        files = _files_of(messages, strict=False)
+        files = files_of(messages, strict=False)
         try:
             self._table = None
             committed = self._applied(self._read(), batch_id)
@@ -339,7 +355,7 @@ class DeltaStreamWriter(mb.StreamWriter):
                 "Keeping the files of aborted batch %d in %s: the table could not be read (%s)",
                 batch_id,
                 self._target.uri,
-                error,
+                self._target.scrub(storage_error_text(error)),
             )
             committed = True
         if committed:
@@ -347,10 +363,10 @@ class DeltaStreamWriter(mb.StreamWriter):
         self._discard(files, batch_id)
 
     # -- helpers ----------------------------------------------------------------------------
-    def _landed(self, batch_id: int, files: Sequence[AddFile], error: BaseException) -> bool:
-        """After a commit failed with a store error: True when the commit landed all the
-        same (the table's transaction holds the batch and names its files). Another run's
-        commit of the batch raises a ``SinkError``; a table that cannot be read says False
+    def _applied_after(self, error: BaseException, batch_id: int, files: Sequence[AddFile]) -> bool:
+        """After a commit failed with ``error`` (a store error, or any but a lost race): True
+        when this commit landed all the same; another run's commit of the batch raises a
+        ``SinkError``; False when the batch is not in the table, or the table cannot be read
         (the retry's transaction check skips the batch if it did land)."""
         self._table = None
         try:
@@ -359,10 +375,22 @@ class DeltaStreamWriter(mb.StreamWriter):
             return False
         if not self._applied(fresh, batch_id):
             return False
-        from ._part_writer import STAGING_FOLDER
+        self._kept(fresh, batch_id, files, error)
+        return True
 
-        staged = all(file.path.startswith(STAGING_FOLDER + "/") for file in files)
-        if not staged and not _holds_any(fresh, files):  # a staged batch's files are rewritten
+    def _kept(
+        self,
+        table: DeltaTable | None,
+        batch_id: int,
+        files: Sequence[AddFile],
+        error: BaseException,
+    ) -> None:
+        """The batch is in ``table`` although its commit failed with ``error``: when its own
+        commit landed (the table names its data files, or a recent ``commitInfo`` holds this
+        ``commit()``'s id: staged files are rewritten, an empty batch has none), log it and
+        drop the staged copies; when another run's did, delete the files and raise a
+        ``SinkError``."""
+        if not holds_any(table, files) and not self._in_history(table, batch_id, error):
             self._discard(files, batch_id)
             raise mb.SinkError(
                 f"another run of query {self._query_id} committed batch {batch_id} "
@@ -375,11 +403,26 @@ class DeltaStreamWriter(mb.StreamWriter):
             batch_id,
             self._query_id,
             self._target.uri,
-            storage_error_text(error),
+            self._target.scrub(storage_error_text(error)),
         )
         self._drop_staging(batch_id, files)
         self._planned = None
-        return True
+
+    def _in_history(self, table: DeltaTable | None, batch_id: int, error: BaseException) -> bool:
+        """True when one of the table's latest commits is one of this ``commit()`` call's (a
+        store that cannot be read raises a ``RetriableError``: the batch is in the table, so
+        the engine's retry skips it)."""
+        if table is None or self._commit_id is None:
+            return False
+        try:
+            history = table.history(_HISTORY_SEARCHED)
+        except Exception as cause:
+            raise mb.RetriableError(
+                f"batch {batch_id} is in the Delta table {self._target.uri} although its "
+                f"commit failed ({storage_error_text(error)}), and its history could not be "
+                f"read: {storage_error_text(cause)}"
+            ) from cause
+        return any(info.get(COMMIT_ID_KEY) == self._commit_id for info in history)
 
     def _applied(self, table: DeltaTable | None, batch_id: int) -> bool:
         if table is None:
@@ -415,6 +458,7 @@ class DeltaStreamWriter(mb.StreamWriter):
             batch_id,
             self._settings.user_metadata,
             max_commit_retries=0 if own_retries else None,
+            commit_id=self._commit_id,
         )
 
     def _commit_once(
@@ -509,7 +553,7 @@ class DeltaStreamWriter(mb.StreamWriter):
                 len(files),
                 batch_id,
                 self._target.uri,
-                error,
+                self._target.scrub(storage_error_text(error)),
             )
         self._drop_staging(batch_id, files)
 
@@ -535,46 +579,5 @@ class DeltaStreamWriter(mb.StreamWriter):
             if filesystem.get_file_info(folder).type != pafs.FileType.NotFound:
                 filesystem.delete_dir(folder)
         except Exception as error:  # leftovers under an underscore folder are invisible
-            log.warning("Could not remove %s in %s: %s", folder, self._target.uri, error)
-
-
-def _files_of(messages: Sequence[mb.CommitMessage | None], *, strict: bool = True) -> list[AddFile]:
-    """The files of the parts' messages (``strict``: a message of another kind is an error)."""
-    from ._part_writer import DeltaFilesMessage
-
-    files: list[AddFile] = []
-    for index, message in enumerate(messages):
-        if message is None or (not strict and not isinstance(message, DeltaFilesMessage)):
-            continue
-        if not isinstance(message, DeltaFilesMessage):
-            raise mb.SinkError(
-                f"part {index} of the batch sent a {type(message).__name__}, not the "
-                "DeltaFilesMessage of a Delta part writer"
-            )
-        files.extend(message.files)
-    return files
-
-
-def _is_conflict(error: BaseException) -> bool:
-    """True for a commit that lost a race: another commit took its version, or another writer
-    created the table first."""
-    from deltalake.exceptions import CommitFailedError, DeltaError
-
-    if isinstance(error, CommitFailedError):
-        return "append-only" not in str(error)  # a table property, not a lost race
-    return isinstance(error, DeltaError) and "already exists" in str(error)
-
-
-def _is_violation(error: BaseException) -> bool:
-    """True for delta-rs's refusal of rows that fail a constraint or invariant."""
-    return "failed validation check" in str(error) or "violated" in str(error).lower()
-
-
-def _holds_any(table: DeltaTable | None, files: Sequence[AddFile]) -> bool:
-    """True when ``table``'s current snapshot names one of the data files ``files`` (staged
-    files never are: a commit rewrites them). Compared by file name, unique to a part (it
-    holds a UUID)."""
-    if table is None or not files:
-        return False
-    current = {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
-    return any(file.path.rsplit("/", 1)[-1] in current for file in files)
+            text = self._target.scrub(storage_error_text(error))
+            log.warning("Could not remove %s in %s: %s", folder, self._target.uri, text)

@@ -7,6 +7,7 @@ partitioned parts.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -51,17 +52,27 @@ def write_parquet_files(
         "write_statistics": True,
         "use_dictionary": dictionary_columns(schema),
     }
-    current: tuple[int, str, Any, pq.ParquetWriter] | None = None
-    for number, group in _row_groups(batches, group_rows, max_rows_per_file or 0):
-        if current is None or current[0] != number:
-            if current is not None:
-                _finish(current, visit)
-            path = f"{base_dir.rstrip('/')}/{template.format(i=number)}"
-            stream = filesystem.open_output_stream(path)
-            current = (number, path, stream, pq.ParquetWriter(stream, schema, **options))
-        current[3].write_table(pa.Table.from_batches(group, schema), row_group_size=group_rows)
-    if current is not None:
-        _finish(current, visit)
+    current: tuple[int, str, Any, pq.ParquetWriter | None] | None = None
+    try:
+        for number, group in _row_groups(batches, group_rows, max_rows_per_file or 0):
+            if current is None or current[0] != number:
+                if current is not None:
+                    _finish(current, visit)
+                    current = None
+                path = f"{base_dir.rstrip('/')}/{template.format(i=number)}"
+                stream = filesystem.open_output_stream(path)
+                current = (number, path, stream, None)  # deleted should the writer fail
+                current = (number, path, stream, pq.ParquetWriter(stream, schema, **options))
+            writer = current[3]
+            assert writer is not None
+            writer.write_table(pa.Table.from_batches(group, schema), row_group_size=group_rows)
+        if current is not None:
+            _finish(current, visit)
+            current = None
+    except BaseException:
+        if current is not None:  # the file being written: closed (an object store would
+            _abandon(filesystem, current)  # finish it when collected) and deleted
+        raise
 
 
 def _row_groups(
@@ -87,10 +98,23 @@ def _row_groups(
         yield file_number, group
 
 
+def _abandon(filesystem: pafs.FileSystem, current: tuple[int, str, Any, Any]) -> None:
+    """Close and delete a file left half written by a failure (errors ignored: the failure
+    is what the caller must see)."""
+    _, path, stream, writer = current
+    for close in (writer.close if writer is not None else None, stream.close):
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
+    with contextlib.suppress(Exception):
+        filesystem.delete_file(path)
+
+
 def _finish(
-    current: tuple[int, str, Any, pq.ParquetWriter], visit: Callable[[WrittenFile], None]
+    current: tuple[int, str, Any, pq.ParquetWriter | None], visit: Callable[[WrittenFile], None]
 ) -> None:
     _, path, stream, writer = current
+    assert writer is not None
     writer.close()
     size = stream.tell()
     stream.close()

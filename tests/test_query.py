@@ -222,7 +222,16 @@ def test_unknown_format_lists_installed_ones(session: Any) -> None:
         session.read_stream.format("rtae").load()
     message = str(caught.value)
     assert "Did you mean 'rate'?" in message and "rate-micro-batch" in message
-    with pytest.raises(UnknownFormatError, match="pip install microbatch-jdbc"):
+
+
+def test_a_first_party_format_not_installed_names_its_distribution(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MICROBATCH_BLOCK_PLUGINS", "jdbc")
+    with (
+        mb.Session() as session,
+        pytest.raises(UnknownFormatError, match="pip install microbatch-jdbc"),
+    ):
         session.read_stream.format("jdbc").load()
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -9,7 +12,7 @@ import pyarrow as pa
 
 from ._builder import FormatOptionsBuilder
 from ._registry import ConnectorInfo
-from .connector import ReadAllAvailable, ReadContext, Source, StreamReader
+from .connector import ReadAllAvailable, ReadContext, Source, Split, SplitReader, StreamReader
 from .errors import ConfigurationError, SchemaError
 from .options import Options, redact_error
 from .types import as_schema
@@ -164,10 +167,32 @@ class DataReader(_ReaderBase):
             end = reader.latest_offset(start, ReadAllAvailable())
             batches: list[pa.RecordBatch] = []
             if end != start:
-                split_reader = reader.split_reader()
-                for split in reader.partitions(start, end):
-                    for item in split_reader.read(split):
-                        batches.extend(item.to_batches() if isinstance(item, pa.Table) else [item])
+                threads = self._session.conf.get("maxReadThreads") or os.cpu_count() or 1
+                batches = _read_splits(
+                    reader.split_reader(), reader.partitions(start, end), threads
+                )
             return pa.Table.from_batches(batches, schema=spec.schema)
         finally:
             reader.stop()
+
+
+def _read_splits(
+    split_reader: SplitReader, splits: Sequence[Split], threads: int
+) -> list[pa.RecordBatch]:
+    """The record batches of ``splits``, in split order, read on up to ``threads`` threads (as
+    the engine reads the splits of a streaming batch)."""
+    splits = list(splits)
+    if min(threads, len(splits)) <= 1:
+        parts = [_read_split(split_reader, split) for split in splits]
+    else:
+        with ThreadPoolExecutor(min(threads, len(splits)), "microbatch-read") as pool:
+            parts = list(pool.map(lambda split: _read_split(split_reader, split), splits))
+    return [batch for part in parts for batch in part]
+
+
+def _read_split(split_reader: SplitReader, split: Split) -> list[pa.RecordBatch]:
+    """The record batches of one split."""
+    batches: list[pa.RecordBatch] = []
+    for item in split_reader.read(split):
+        batches.extend(item.to_batches() if isinstance(item, pa.Table) else [item])
+    return batches

@@ -5,21 +5,26 @@ Usage: python pipeline.py KIND MODE WORKDIR
 KIND is ``parquet`` (JSON files -> parquet, partitioned by ``kind``), ``archive`` (the same
 with ``cleanSource=archive``), ``chained`` (the parquet sink of ``parquet``, read through its
 manifest, -> another parquet sink), or ``delta-append`` / ``delta-merge`` (JSON files -> the
-``delta`` sink, see ``torture_delta.py``). MODE is ``stream`` (run until killed; prints ``READY`` on
-stdout once the query has started) or ``drain`` (the available-now trigger: take everything
-there is, then exit 0). The crash hook of the testkit is armed, so ``MICROBATCH_CRASH_AT``
-kills the process at a batch phase. Any query failure exits non-zero with its traceback.
+``delta`` sink, see ``torture_delta.py``), or ``jdbc-append`` / ``jdbc-upsert`` (JSON files ->
+the ``jdbc`` sink on PostgreSQL, see ``torture_jdbc.py``). MODE is ``stream`` (run until
+killed; prints ``READY`` on stdout once the query has started) or ``drain`` (the
+available-now trigger: take everything there is, then exit 0). The crash hook of the testkit
+is armed, so ``MICROBATCH_CRASH_AT`` kills the process at a batch phase (for the JDBC
+pipelines ``MICROBATCH_TORTURE_TXN_KILL`` moves ``mid_sink`` into psycopg). Any query failure
+exits non-zero with its traceback.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 from torture_delta import DELTA_PIPELINES, build_delta
+from torture_jdbc import JDBC_KILL_VAR, JDBC_PIPELINES, build_jdbc, kill_inside_client
 
 import microbatch as mb
 from microbatch_testkit import crash
@@ -44,6 +49,8 @@ def build(session: mb.Session, kind: str, folders: dict[str, Path], drain: bool)
     """Start the query of pipeline ``kind``; return it."""
     if kind in DELTA_PIPELINES:
         return build_delta(session, kind, SCHEMA, folders, drain)
+    if kind in JDBC_PIPELINES:
+        return build_jdbc(session, kind, SCHEMA, folders, drain)
     if kind == "chained":
         reader = (
             session.read_stream.format("parquet")
@@ -84,7 +91,10 @@ def main(kind: str, mode: str, workdir: str) -> int:
     )
     folders = paths(Path(workdir), kind)
     session = mb.Session()
-    crash.arm(session)
+    in_client = kind in JDBC_PIPELINES and bool(os.environ.get(JDBC_KILL_VAR))
+    crash.arm(session, mid_sink_in_script=in_client)
+    if in_client:  # mid_sink inside psycopg (see torture_jdbc.kill_inside_client)
+        kill_inside_client(session, os.environ[JDBC_KILL_VAR])
     query = build(session, kind, folders, drain=mode == "drain")
     return finish(query, mode)
 

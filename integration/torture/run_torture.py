@@ -7,9 +7,11 @@ Usage (from the repository root, with the project's virtualenv)::
     .venv/bin/python integration/torture/run_torture.py --kills 50 --in-place
     .venv/bin/python integration/torture/run_torture.py --pipelines kafka --kills 30
     .venv/bin/python integration/torture/run_torture.py --pipelines delta --kills 30
+    .venv/bin/python integration/torture/run_torture.py --pipelines jdbc --kills 30
 
 Pipelines (``--pipelines``, comma-separated, or the groups ``files`` (the default: the first
-three), ``kafka`` (the next three), ``delta`` (the last two) and ``all``):
+three), ``kafka`` (the next three), ``delta`` (the next two), ``jdbc`` (the last two) and
+``all``):
 
 - ``parquet``: JSON files -> parquet file sink partitioned by ``kind``;
 - ``archive``: the same with ``cleanSource=archive`` (every input file archived exactly once);
@@ -27,6 +29,10 @@ three), ``kafka`` (the next three), ``delta`` (the last two) and ``all``):
   key); every Delta commit must carry one transaction of the query, no batch id twice
   (``torture_delta.py``). While ``delta-append`` is killed, its table is read again and again
   with delta-rs: every read must succeed and show no row twice.
+- ``jdbc-append``, ``jdbc-upsert`` (``--pipelines jdbc``): JSON files -> the ``jdbc`` sink on
+  PostgreSQL (the testkit's service selection), appended or upserted by ``key = id & 31``
+  (``torture_jdbc.py``); the ledger must hold each committed batch once. While
+  ``jdbc-append`` is killed, its table is read again and again with psycopg.
 
 Each pipeline runs in a loop: new files arrive (between runs, and while it runs), the pipeline
 starts in a child process (``pipeline.py``) and is killed with SIGKILL, either at a random
@@ -65,6 +71,7 @@ from torture_delta import (
     unlisted_files,
 )
 from torture_input import InputFolder
+from torture_jdbc import JDBC_PIPELINES, check_jdbc, jdbc_url, ledger_count, read_jdbc_rows
 from torture_kafka import (
     PARTITIONS,
     KafkaInput,
@@ -78,11 +85,12 @@ from microbatch_testkit import crash
 
 FILE_PIPELINES = ("parquet", "archive", "chained")
 KAFKA_PIPELINES = ("kafka-parquet", "kafka-kafka-eos", "kafka-kafka-alo")
-PIPELINES = FILE_PIPELINES + KAFKA_PIPELINES + DELTA_PIPELINES
+PIPELINES = FILE_PIPELINES + KAFKA_PIPELINES + DELTA_PIPELINES + JDBC_PIPELINES
 GROUPS = {
     "files": FILE_PIPELINES,
     "kafka": KAFKA_PIPELINES,
     "delta": DELTA_PIPELINES,
+    "jdbc": JDBC_PIPELINES,
     "all": PIPELINES,
 }
 SCRIPT = Path(__file__).with_name("pipeline.py")
@@ -217,15 +225,20 @@ def kill_run(pipeline: Pipeline, max_delay: float, arrive_while_running: bool) -
     else:
         batch = max(last_offset(pipeline.base / "checkpoint"), 0) + rng.randint(0, 2)
         phases = crash.PHASES
-        if pipeline.kind in ("kafka-kafka-eos", "kafka-kafka-alo"):
+        if pipeline.kind in ("kafka-kafka-eos", "kafka-kafka-alo", *JDBC_PIPELINES):
             phases += ("mid_sink",)  # twice as likely: it has several places in the client
         crash_at = f"{rng.choice(phases)}:{batch}"
         plan, after_ready, delay = f"phase {crash_at}", True, rng.uniform(0.5, 2 * max_delay)
         if pipeline.kind in KAFKA_PIPELINES:  # a Kafka query takes longer to its batches
             delay = rng.uniform(2 * max_delay, 4 * max_delay)
-        where = {"kafka-kafka-eos": ("open", "done", "part"), "kafka-kafka-alo": ("flush", "part")}
+        where = {
+            "kafka-kafka-eos": ("open", "done", "part"),
+            "kafka-kafka-alo": ("flush", "part"),
+            # in psycopg: while the batch's COPY streams, or after the ledger row was inserted
+            **{kind: ("mid-copy", "before-commit", "part") for kind in JDBC_PIPELINES},
+        }
         if pipeline.kind in where and crash_at.startswith("mid_sink:"):
-            # in the Kafka client: transaction open or just committed, or before a flush
+            # in the client: transaction open or just committed, before a flush, mid-COPY...
             when = rng.choice(where[pipeline.kind])
             plan += f" ({when})"
             if when != "part":
@@ -357,6 +370,9 @@ def verify(pipeline: Pipeline, upstream: Pipeline | None) -> None:
     if pipeline.kind in DELTA_PIPELINES:
         verify_delta(pipeline)
         return
+    if pipeline.kind in JDBC_PIPELINES:
+        verify_jdbc(pipeline)
+        return
     if pipeline.kind in KAFKA_PIPELINES:
         verify_kafka(pipeline)
         note_leftovers_and_kills(pipeline, pipeline.base / "out")
@@ -402,6 +418,39 @@ def verify_delta(pipeline: Pipeline) -> None:
         f"{source.file_count} input files, {len(source.rows)} rows"
     )
     note_leftovers_and_kills(pipeline, output)
+
+
+def verify_jdbc(pipeline: Pipeline) -> None:
+    """Compare a JDBC pipeline's table and ledger with its input."""
+    source = pipeline.source
+    assert isinstance(source, InputFolder)
+    pipeline.report = check_jdbc(pipeline.kind, pipeline.base, source.rows)
+    lost = [ident for ident in source.rows if ident not in pipeline.report.seen]
+    if lost and pipeline.kind == "jdbc-append":
+        files = sorted({source.rows[ident][1] for ident in lost})
+        pipeline.notes.append(f"lost rows come from files {files[:10]}")
+    pipeline.notes.append(
+        f"{ledger_count(pipeline.base)} batches in the ledger; {source.file_count} input "
+        f"files, {len(source.rows)} rows"
+    )
+    note_leftovers_and_kills(pipeline, pipeline.base / "out")
+
+
+def read_jdbc_while_written(
+    pipeline: Pipeline, url: str, rows: dict, stop: threading.Event
+) -> None:
+    """Read the JDBC pipeline's table again and again until ``stop``: each read must succeed
+    and show whole input rows, none twice (only committed transactions are visible)."""
+    while not stop.wait(pipeline.rng.uniform(0.05, 0.3)):
+        pipeline.batch_reads += 1
+        try:
+            found = read_jdbc_rows(url)
+        except Exception as error:
+            pipeline.batch_read_failures.append(f"{type(error).__name__}: {error}"[:300])
+            continue
+        report = compare(found, rows.copy())
+        if report.doubled:
+            pipeline.batch_read_failures.append(f"{report.doubled} rows seen twice")
 
 
 def read_delta_while_written(
@@ -617,11 +666,19 @@ def main(argv: list[str] | None = None) -> int:
 
         service = start_kafka()  # MICROBATCH_SERVICES / MICROBATCH_KAFKA_BOOTSTRAP choose
         print(f"Kafka: {service.description}", flush=True)
+    postgres = None
+    if any(kind in JDBC_PIPELINES for kind in selected):
+        from microbatch_testkit.services import start_postgres
+
+        postgres = start_postgres()  # MICROBATCH_SERVICES / MICROBATCH_POSTGRES_URL choose
+        print(f"PostgreSQL: {postgres.description}", flush=True)
     try:
-        return run(args, selected, service)
+        return run(args, selected, service, postgres)
     finally:
         if service is not None:
             service.close()
+        if postgres is not None:
+            postgres.close()
 
 
 def kafka_input(kind: str, base: Path, rng: random.Random, service: Any) -> KafkaInput:
@@ -638,7 +695,7 @@ def kafka_input(kind: str, base: Path, rng: random.Random, service: Any) -> Kafk
     return KafkaInput(setup["bootstrap"], setup["input"], rng)
 
 
-def run(args: argparse.Namespace, selected: list[str], service: Any) -> int:
+def run(args: argparse.Namespace, selected: list[str], service: Any, postgres: Any = None) -> int:
     """Run the selected pipelines' kill loops, verify them and print the summary."""
     pipelines: dict[str, Pipeline] = {}
     for index, kind in enumerate(selected):
@@ -651,6 +708,9 @@ def run(args: argparse.Namespace, selected: list[str], service: Any) -> int:
             base = args.workdir / kind
             source = InputFolder(base / "in", base / "staging", rng, in_place=args.in_place)
             source.add_many(3)
+        if kind in JDBC_PIPELINES:  # a database of its own, noted for the child processes
+            database = postgres.create_database(hint=f"torture_{kind}")
+            (args.workdir / kind / "jdbc.json").write_text(json.dumps({"url": database.url}))
         pipelines[kind] = Pipeline(kind, args.workdir, rng, source)
         if kind == "parquet" and "chained" in selected:
             # a sink written all the time under the chained query: many commits, compactions
@@ -678,6 +738,18 @@ def run(args: argparse.Namespace, selected: list[str], service: Any) -> int:
             reader = threading.Thread(
                 target=read_delta_while_written,
                 args=(pipeline, pipeline.base / "out", pipeline.source.rows, pipeline.looping),
+            )
+            reader.start()
+            threads.append(reader)
+        if kind == "jdbc-append" and isinstance(pipeline.source, InputFolder):
+            reader = threading.Thread(
+                target=read_jdbc_while_written,
+                args=(
+                    pipeline,
+                    jdbc_url(pipeline.base),
+                    pipeline.source.rows,
+                    pipeline.looping,
+                ),
             )
             reader.start()
             threads.append(reader)

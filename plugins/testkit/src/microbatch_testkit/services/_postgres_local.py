@@ -23,10 +23,13 @@ from ._process import ServiceProcess, free_port, log_tail, run_checked, wait_unt
 
 __all__ = ["LocalPostgres", "find_postgres_bin", "postgres_problem"]
 
+# fsync off: nothing waits for the disk, yet a server killed with SIGKILL (see
+# LocalPostgres.stop) keeps every acknowledged commit, because synchronous_commit stays on and
+# a commit returns once its WAL is in the kernel's page cache.
 _SERVER_SETTINGS = {
     "listen_addresses": "127.0.0.1",
     "fsync": "off",
-    "synchronous_commit": "off",
+    "synchronous_commit": "on",
     "full_page_writes": "off",
     "max_connections": "200",
 }
@@ -107,16 +110,67 @@ class LocalPostgres(PostgresService):
         self.workdir: Path | None = None
         self.version = ""
         self._process: ServiceProcess | None = None
+        self._bindir: Path | None = None
+        self._user: str | None = None
+        self._port = 0
 
     @property
     def pid(self) -> int | None:
         """The postmaster's process id (also its process group), None when not running."""
         return self._process.pid if self._process is not None else None
 
+    can_restart = True
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.alive()
+
     def start(self, *, timeout: float = 60.0) -> None:
-        """Create the cluster and start the server; returns once it accepts connections."""
-        if self._process is not None:
+        """Start the server, creating the cluster the first time; returns once it accepts
+        connections. After :meth:`stop` it serves the same data on the same port."""
+        if self.running:
             return
+        if self.workdir is None:
+            self._create_cluster()
+        assert self.workdir is not None and self._bindir is not None
+        workdir, port = self.workdir, self._port
+        log = workdir / "postgres.log"  # opened here and inherited: no permission needed
+        settings = [f"--{key}={value}" for key, value in _SERVER_SETTINGS.items()]
+        self._process = ServiceProcess(
+            [
+                str(self._bindir / "postgres"),
+                "-D",
+                str(workdir / "data"),
+                "-p",
+                str(port),
+                "-k",
+                str(workdir),
+                *settings,
+            ],
+            name="postgres",
+            log=log,
+            user=self._user,
+            stop_signal=signal.SIGINT,  # fast shutdown: ends open sessions
+            death_signal="INT",
+        )
+        process = self._process
+        if not wait_until(self._accepts, timeout=timeout, alive=process.alive, interval=0.05):
+            state = process.kill_unready(timeout)
+            self._process = None
+            raise RuntimeError(
+                f"the local PostgreSQL server on port {port} {state}; end of {log}:\n"
+                f"{log_tail(log)}"
+            )
+
+    def stop(self, *, graceful: bool = True) -> None:
+        """Stop the server, keeping its data folder and port: ``graceful`` is PostgreSQL's
+        fast shutdown (open sessions end with an error), ``graceful=False`` kills the server
+        with ``SIGKILL`` (crash recovery runs on the next :meth:`start`)."""
+        if self._process is not None:
+            self._process.stop(graceful=graceful, timeout=20)
+            self._process = None
+
+    def _create_cluster(self) -> None:
         bindir = find_postgres_bin(self._environ)
         if bindir is None:
             raise RuntimeError(
@@ -130,7 +184,6 @@ class LocalPostgres(PostgresService):
         if user is not None:
             entry = pwd.getpwnam(user)
             os.chown(workdir, entry.pw_uid, entry.pw_gid)
-        log = workdir / "postgres.log"  # opened here and inherited: no permission needed
         run_checked(
             [
                 str(bindir / "initdb"),
@@ -151,34 +204,9 @@ class LocalPostgres(PostgresService):
             timeout=120,
         )
         self.version = (workdir / "data" / "PG_VERSION").read_text().strip()
-        port = free_port()
-        settings = [f"--{key}={value}" for key, value in _SERVER_SETTINGS.items()]
-        self._process = ServiceProcess(
-            [
-                str(bindir / "postgres"),
-                "-D",
-                str(workdir / "data"),
-                "-p",
-                str(port),
-                "-k",
-                str(workdir),
-                *settings,
-            ],
-            name="postgres",
-            log=log,
-            user=user,
-            stop_signal=signal.SIGINT,  # fast shutdown: ends open sessions
-            death_signal="INT",
-        )
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+        self._bindir, self._user, self._port = bindir, user, free_port()
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self._port}/postgres"
         self.description = f"PostgreSQL {self.version} (local, {bindir}, {workdir})"
-        process = self._process
-        if not wait_until(self._accepts, timeout=timeout, alive=process.alive, interval=0.05):
-            state = process.kill_unready(timeout)
-            raise RuntimeError(
-                f"the local PostgreSQL server on port {port} {state}; end of {log}:\n"
-                f"{log_tail(log)}"
-            )
 
     def _accepts(self) -> bool:
         import psycopg
@@ -191,9 +219,7 @@ class LocalPostgres(PostgresService):
         return True
 
     def close(self) -> None:
-        if self._process is not None:
-            self._process.stop(timeout=20)
-            self._process = None
+        self.stop()
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None

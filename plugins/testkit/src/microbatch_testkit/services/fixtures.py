@@ -108,8 +108,10 @@ def postgres_database(
     postgres_service: PostgresService, request: pytest.FixtureRequest
 ) -> Iterator[PostgresDatabase]:
     """A new empty database for this test, dropped afterwards (open connections included)."""
+    postgres_service.ensure_running()
     database = postgres_service.create_database(hint=request.node.name)
     yield database
+    postgres_service.ensure_running()
     postgres_service.drop_database(database.name)
 
 

@@ -10,6 +10,10 @@ fresh child process against a database of its own with the table created beforeh
 same DDL for all), so that its peak memory (max RSS) is its own; the contenders take turns
 (interleaved repeats, first contender alternating) and the medians are compared.
 
+Each child imports the driver libraries it uses (``adbc_driver_postgresql``, SQLAlchemy,
+psycopg, pgpq) before its clock starts, the plain loops and microbatch alike; microbatch's own
+modules and its plugins load inside the clock (in ``Session()``).
+
 Writes (rows/s from the first row written to the last commit; for microbatch from building
 the session, ``start()`` included, which is also shown on its own with the rate without it):
 
@@ -24,7 +28,10 @@ the session, ``start()`` included, which is also shown on its own with the rate 
 Reads of the 1M-row table (rows/s of the whole read into one Arrow table):
 
 - ``microbatch-read``: ``session.read.format("jdbc")`` with ``partitionColumn=id`` and
-  ``numPartitions`` (``--partitions``, 4) ranges read in parallel;
+  ``numPartitions`` (``--partitions``, 4) ranges read in parallel (``id`` is indexed, as a
+  partition column should be: without an index each range statement scans the whole table,
+  which on this benchmark's 2-core machine made the partitioned read slower than one
+  statement);
 - ``microbatch-read-1``: the same without partitioning (one statement);
 - ``adbc-read``: a plain ADBC ``cursor.execute(query)`` + ``fetch_arrow_table()``.
 
@@ -83,6 +90,12 @@ def _dsn(url: str) -> str:
 
 # -- the contenders, each run in a child process --------------------------------------------
 def write_microbatch(url: str, batches: list[Any], checkpoint: Path) -> int:
+    # the drivers the sink writes through, imported before the clock as the plain loops
+    # import theirs (microbatch's own modules and plugins load inside it)
+    import pgpq  # noqa: F401
+    import psycopg  # noqa: F401
+    import sqlalchemy  # noqa: F401
+
     import microbatch as mb
     from microbatch_testkit._engine import ROWS_FORMAT, RowsSource, ensure_registered
 
@@ -139,6 +152,10 @@ def write_executemany(url: str, batches: list[Any]) -> int:
 
 
 def read_microbatch(url: str, rows: int, partitions: int) -> int:
+    # the drivers the source reads through, imported before the clock as in read_adbc
+    import adbc_driver_postgresql.dbapi  # noqa: F401
+    import sqlalchemy  # noqa: F401
+
     import microbatch as mb
 
     STARTED.append(time.perf_counter())
@@ -312,6 +329,9 @@ def main() -> None:
                 connection.execute(DDL)
             run_child("adbc", database.url, args.rows, args.chunk, "", folder)
             with psycopg.connect(database.dsn, autocommit=True) as connection:
+                # the partition column indexed, as a partitioned read expects: without it each
+                # of the range statements scans the whole table
+                connection.execute(f"CREATE INDEX {TABLE}_id ON {TABLE} (id)")
                 connection.execute(f"VACUUM ANALYZE {TABLE}")
             extra = str(args.partitions)
             for kind in READERS:  # warm-up

@@ -74,7 +74,7 @@ def sqlite_rows(url: str, sql: str, rows: list[tuple[Any, ...]]) -> None:
             },
             "Options 'query' and 'partitionColumn' can not be specified together.",
         ),
-        ({"dbtable": "a.b.c"}, "is not a table name"),
+        ({"dbtable": "a.b.c"}, "expected 'name' or 'schema.name'"),
     ],
 )
 def test_refused_combinations_use_sparks_texts(

@@ -75,15 +75,18 @@ class IncrementalColumn:
         """A JSON value as a SQL literal (rendered here from the parsed value, never from
         text as given)."""
         value = self.parse(json_value)
-        if self.kind in ("integer", "decimal"):
+        if self.kind == "integer":
             return str(value)
+        if self.kind == "decimal":  # never an exponent: 1E+2 would be a float literal
+            return format(value, "f")
         if self.kind == "float":
             return repr(value)
         if self.kind == "date":
             return f"'{value.isoformat()}'"
-        text = value.strftime("%Y-%m-%d %H:%M:%S")
-        if value.microsecond:
-            text += f".{value.microsecond:06d}"
+        # always six fraction digits: SQLite compares timestamps as text, stored the way
+        # SQLAlchemy writes them ("2024-05-01 12:00:00.000000"); without the fraction a
+        # whole-second value would sort before its own stored text
+        text = value.strftime("%Y-%m-%d %H:%M:%S") + f".{value.microsecond:06d}"
         if self.kind == "timestamptz":
             text += "+00:00"
         return f"'{text}'"

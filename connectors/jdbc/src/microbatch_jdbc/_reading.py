@@ -156,15 +156,18 @@ def select_list(database: Database, schema: pa.Schema) -> str:
 
 def _probe_postgresql(database: Database, from_sql: str) -> pa.Schema:
     probe = f"SELECT * FROM {from_sql} WHERE 1=0"
-    engine = database.engine()
-    try:
-        with database.connect(engine) as connection:
-            description = run_sql(connection, probe).description
-    finally:
-        engine.dispose()
     with _adbc_cursor(database) as cursor:
         cursor.execute(probe)
         found = cursor.fetch_arrow_table().schema
+    description: list[Any] = [None] * len(found)
+    if any(_opaque_numeric(item.type) for item in found):
+        # ADBC gives no precision or scale: ask the server's description (psycopg)
+        engine = database.engine()
+        try:
+            with database.connect(engine) as connection:
+                description = list(run_sql(connection, probe).description)
+        finally:
+            engine.dispose()
     fields = []
     for item, column in zip(found, description, strict=True):
         kind = _pg_type(item.type, column)
@@ -173,6 +176,14 @@ def _probe_postgresql(database: Database, from_sql: str) -> pa.Schema:
         else:
             fields.append(pa.field(item.name, kind))
     return pa.schema(fields)
+
+
+def _opaque_numeric(found: pa.DataType) -> bool:
+    return (
+        isinstance(found, pa.BaseExtensionType)
+        and getattr(found, "extension_name", "") == "arrow.opaque"
+        and getattr(found, "type_name", "") == "numeric"
+    )
 
 
 def _pg_type(found: pa.DataType, column: Any) -> pa.DataType | None:

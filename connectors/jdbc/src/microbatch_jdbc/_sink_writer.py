@@ -175,6 +175,7 @@ class JdbcStreamWriter(mb.StreamWriter):
             self._ledger_ready = True
             try:
                 with connection.begin() as transaction:
+                    _begin_sqlite(connection, raw)
                     if ledger.is_applied(batch_id):
                         transaction.rollback()
                         return False
@@ -276,6 +277,13 @@ def _nested_as_json(batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
             fields.append(field)
         converted.append(pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)))
     return converted
+
+
+def _begin_sqlite(connection: Connection, raw: Any) -> None:
+    """Open SQLite's transaction now: its Python driver begins one only before INSERT, UPDATE
+    and DELETE, so a DROP or CREATE TABLE ahead of the rows would commit on its own."""
+    if connection.dialect.name == "sqlite" and not getattr(raw, "in_transaction", True):
+        connection.exec_driver_sql("BEGIN")
 
 
 def _duplicate(error: BaseException, raw: Any) -> bool:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import microbatch as mb
 
 from ._connection import CONNECTION_OPTIONS
+from ._tables import parse_table_name
 
 __all__ = [
     "DEFAULT_FETCHSIZE",
@@ -174,42 +175,6 @@ def read_plan(opts: mb.Options, *, subquery_id: int = 0) -> ReadPlan:
     if dbtable.startswith("("):
         return ReadPlan(None, dbtable)
     return ReadPlan(parse_table_name(dbtable), None)
-
-
-def parse_table_name(text: str) -> tuple[str | None, str]:
-    """``(schema, table)`` of ``table``, ``schema.table`` or ``"quoted"."parts"`` (a doubled
-    quote inside quotes is one quote); ``OptionError`` for more than two parts."""
-    parts: list[str] = []
-    current: list[str] = []
-    quoted = False
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if quoted:
-            if char == '"' and text[index + 1 : index + 2] == '"':
-                current.append('"')
-                index += 1
-            elif char == '"':
-                quoted = False
-            else:
-                current.append(char)
-        elif char == '"':
-            quoted = True
-        elif char == ".":
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-        index += 1
-    parts.append("".join(current))
-    if quoted or len(parts) > 2 or not all(parts):
-        raise mb.OptionError(
-            f"invalid value for option 'dbtable': {text!r} is not a table name (table or "
-            'schema.table; double quotes around a part that holds a dot: "a.b".t)'
-        )
-    if len(parts) == 2:
-        return parts[0], parts[1]
-    return None, parts[0]
 
 
 _SPARK_TYPES: dict[str, pa.DataType] = {

@@ -30,7 +30,7 @@ from microbatch_delta._scan import change_sizes
 from microbatch_delta._table import DeltaTarget, log_entry_name
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _source_testing import upsert
+from _delta_source_testing import upsert
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 TABLE = pa.schema([("id", pa.int64()), ("v", pa.string())])

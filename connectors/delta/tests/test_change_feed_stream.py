@@ -15,7 +15,7 @@ from deltalake import DeltaTable, write_deltalake
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _source_testing import run_available_now, upsert
+from _delta_source_testing import run_available_now, upsert
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 TABLE = pa.schema([("id", pa.int64()), ("v", pa.string())])

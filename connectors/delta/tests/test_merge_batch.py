@@ -17,7 +17,7 @@ import microbatch as mb
 from microbatch_delta import merge_batch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _merge_testing import batch_commits, keyed_values, latest_per_key, log_entries, rows_by
+from _delta_merge_testing import batch_commits, keyed_values, latest_per_key, log_entries, rows_by
 
 SCHEMA = pa.schema([("user", pa.string()), ("total", pa.int64())])
 

@@ -24,7 +24,7 @@ from microbatch_delta._merge import (
 from microbatch_delta._table import DeltaTarget
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _merge_testing import QUERY, batch_commits, log_entries, rows_by, stage
+from _delta_merge_testing import QUERY, batch_commits, log_entries, rows_by, stage
 
 SCHEMA = pa.schema([("key", pa.int64()), ("kind", pa.string()), ("value", pa.int64())])
 

@@ -21,8 +21,8 @@ from microbatch_delta.sink import DeltaSink
 from microbatch_testkit import SinkContract
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _merge_testing import batch_commits
-from _sink_testing import as_stored, read_table
+from _delta_merge_testing import batch_commits
+from _delta_sink_testing import as_stored, read_table
 
 FORK_REFUSED = (
     "the kit kills commit() in a forked child, and delta-rs refuses to run in a forked process "

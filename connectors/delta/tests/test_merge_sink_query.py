@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _merge_testing import batch_commits, keyed_values, latest_per_key, rows_by
+from _delta_merge_testing import batch_commits, keyed_values, latest_per_key, rows_by
 
 
 def run_once(session: mb.Session, table: Path, checkpoint: Path) -> mb.StreamingQuery:

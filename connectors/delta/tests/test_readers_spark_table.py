@@ -22,7 +22,7 @@ import microbatch as mb
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 sys.path.insert(0, str(Path(__file__).parent))
 import reader_table
-from _source_testing import run_available_now
+from _delta_source_testing import run_available_now
 
 RECORDED = Path(__file__).parent / "spark" / "recorded"
 

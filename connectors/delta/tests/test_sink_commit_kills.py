@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import (
+from _delta_sink_testing import (
     SCHEMA,
     commit_in_child,
     make_writer,

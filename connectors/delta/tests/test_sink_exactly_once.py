@@ -18,7 +18,7 @@ from microbatch_delta._commit import COMMIT_ATTEMPTS, DeltaStreamWriter, SinkSet
 from microbatch_delta._table import DeltaTarget
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import (
+from _delta_sink_testing import (
     SCHEMA,
     data_files,
     log_entries,

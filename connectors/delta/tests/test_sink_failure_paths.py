@@ -23,7 +23,7 @@ from microbatch_delta._parquet_files import write_parquet_files
 from microbatch_delta._schema_fit import Fit
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import make_writer, read_ids, rows, run_batch, transactions, write
+from _delta_sink_testing import make_writer, read_ids, rows, run_batch, transactions, write
 
 
 class Broken(Exception):

@@ -16,7 +16,7 @@ from microbatch_delta._sink_options import SINK_OPTIONS, table_properties
 from microbatch_delta.sink import DeltaSink
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import make_writer, rows, run_batch
+from _delta_sink_testing import make_writer, rows, run_batch
 
 
 def parse(**raw: object) -> mb.Options:

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import log_entries, transactions
+from _delta_sink_testing import log_entries, transactions
 
 
 @pytest.fixture(scope="module")

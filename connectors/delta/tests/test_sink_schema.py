@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import (
+from _delta_sink_testing import (
     SCHEMA,
     data_files,
     log_entries,

@@ -19,7 +19,7 @@ from microbatch_delta._schema_fit import Fit
 from microbatch_delta._table import DeltaTarget
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import (
+from _delta_sink_testing import (
     SCHEMA,
     data_files,
     make_writer,

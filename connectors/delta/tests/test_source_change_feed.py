@@ -13,7 +13,7 @@ import pytest
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _source_testing import batch_sizes, run_available_now
+from _delta_source_testing import batch_sizes, run_available_now
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 

@@ -13,7 +13,7 @@ import pytest
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _source_testing import ids, run_available_now
+from _delta_source_testing import ids, run_available_now
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +72,9 @@ def test_the_data_before_a_refused_version_is_read_first(
 
 
 def _last_memory_table(session: mb.Session) -> str:
-    import _source_testing
+    import _delta_source_testing
 
-    return f"delta_source_run_{_source_testing._runs}"
+    return f"delta_source_run_{_delta_source_testing._runs}"
 
 
 @pytest.mark.parametrize("option", ["ignoreDeletes", "ignoreChanges", "skipChangeCommits"])

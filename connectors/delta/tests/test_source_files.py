@@ -17,7 +17,7 @@ from deltalake import DeltaTable
 import microbatch as mb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _source_testing import ids, run_available_now, run_frame, stream
+from _delta_source_testing import ids, run_available_now, run_frame, stream
 
 
 @pytest.fixture(scope="module")

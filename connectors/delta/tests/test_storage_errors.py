@@ -25,7 +25,7 @@ from microbatch_delta._table import target_at
 from microbatch_delta._verdicts import Policy
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import SCHEMA, make_writer, read_ids, rows, run_batch, write
+from _delta_sink_testing import SCHEMA, make_writer, read_ids, rows, run_batch, write
 
 UNREACHABLE = {
     "AWS_ENDPOINT_URL": "http://127.0.0.1:1",

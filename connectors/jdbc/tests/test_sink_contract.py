@@ -21,7 +21,7 @@ from microbatch_jdbc.sink import JdbcSink
 from microbatch_testkit import SinkContract
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sink_testing import as_stored, read_table
+from _jdbc_sink_testing import as_stored, read_table
 
 TABLE = "events"
 

@@ -39,6 +39,7 @@ def test_state_store_lives_in_tmp_path(state_store: StateStore, tmp_path: Path) 
 
 def test_public_names() -> None:
     assert sorted(microbatch_testkit.__all__) == [
+        "BatchSourceContract",
         "SinkContract",
         "SourceContract",
         "crash",
@@ -48,6 +49,7 @@ def test_public_names() -> None:
     ]
     assert microbatch_testkit.SourceContract.__test__ is False
     assert microbatch_testkit.SinkContract.__test__ is False
+    assert microbatch_testkit.BatchSourceContract.__test__ is False
 
 
 def test_subclasses_are_collected_unless_they_opt_out() -> None:

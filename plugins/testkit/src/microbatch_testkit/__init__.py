@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from . import crash, data
 from ._processes import read_elsewhere, write_batch_elsewhere
+from .batch_source import BatchSourceContract
 from .sink import SinkContract
 from .source import SourceContract
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchSourceContract",
     "SinkContract",
     "SourceContract",
     "crash",

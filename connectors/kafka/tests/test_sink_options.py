@@ -76,7 +76,7 @@ t._start(**{"kafka.linger.ms": "5"})  # the first client loads what stays loaded
 before = sorted(t._threads())
 t._start(**{"kafka.linger.ms": "5", "kafka.acks": "all"})
 t._start(**{"kafka.linger.ms": "5", "exactlyOnce": "true"})
-deadline = time.monotonic() + 5  # librdkafka's threads end a moment after close()
+deadline = time.monotonic() + 30  # librdkafka's threads end after close(), later under load
 while sorted(t._threads()) != before and time.monotonic() < deadline:
     time.sleep(0.05)
 after = sorted(t._threads())

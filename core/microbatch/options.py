@@ -44,6 +44,7 @@ __all__ = [
     "normalize",
     "redact_error",
     "scrub",
+    "secret_texts",
 ]
 
 OptionType = Literal["string", "int", "float", "bool", "duration", "list", "json", "object"]
@@ -373,7 +374,7 @@ class OptionSpec:
                 found += [value] if self.is_secret_passthrough(key) else url_passwords(value)
         texts: list[str] = []
         for value in found:
-            texts += [text for text in _secret_texts(value) if text not in texts]
+            texts += [text for text in secret_texts(value) if text not in texts]
         return texts
 
     def parse(self, raw: Mapping[str, Any], *, connector: str) -> Options:
@@ -436,7 +437,7 @@ class OptionSpec:
         return f"unknown option '{name}'{hint}; known options: {known}"
 
 
-def _secret_texts(value: Any) -> list[str]:
+def secret_texts(value: Any) -> list[str]:
     """The text forms a secret value may be printed in (bytes: decoded both ways).
 
     A mapping, list or tuple (a dict of client settings) is secret as a whole and item by item,
@@ -450,7 +451,7 @@ def _secret_texts(value: Any) -> list[str]:
     if isinstance(value, Mapping | list | tuple):
         for item in value.values() if isinstance(value, Mapping) else value:
             if not _plain_setting(str(item)):
-                texts += [text for text in _secret_texts(item) if text not in texts]
+                texts += [text for text in secret_texts(item) if text not in texts]
     return texts
 
 

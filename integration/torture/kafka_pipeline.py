@@ -32,7 +32,7 @@ from microbatch_testkit import crash
 
 # the connector's crash-test pipeline, which these extend with a streaming mode
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "connectors/kafka/tests/scripts"))
-from kafka_crash_pipeline import BatchTracker, kill_inside_client, start_query
+from kafka_crash_pipeline import kill_inside_client, start_query
 from pipeline import finish
 
 MAX_OFFSETS_PER_TRIGGER = 25
@@ -73,7 +73,6 @@ def main(kind: str, mode: str, workdir: str) -> int:
         kill_inside_client(IN_CLIENT[when])
     session = mb.Session()
     crash.arm(session, mid_sink_in_script=in_client)
-    session.registry.plugin_manager.register(BatchTracker(), name="torture-batch-tracker")
     query = build(session, kind, base, setup, drain=mode == "drain")
     return finish(query, mode)
 

@@ -94,7 +94,7 @@ def main(kind: str, mode: str, workdir: str) -> int:
     in_client = kind in JDBC_PIPELINES and bool(os.environ.get(JDBC_KILL_VAR))
     crash.arm(session, mid_sink_in_script=in_client)
     if in_client:  # mid_sink inside psycopg (see torture_jdbc.kill_inside_client)
-        kill_inside_client(session, os.environ[JDBC_KILL_VAR])
+        kill_inside_client(os.environ[JDBC_KILL_VAR])
     query = build(session, kind, folders, drain=mode == "drain")
     return finish(query, mode)
 

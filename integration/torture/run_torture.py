@@ -58,7 +58,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -300,19 +302,42 @@ def feed_while_running(
         time.sleep(pipeline.rng.expovariate(pipeline.steady_rate))
 
 
-def read_while_written(pipeline: Pipeline, output: Path, rows: dict, stop: threading.Event) -> None:
-    """Batch-read the sink at ``output`` again and again until ``stop``: each read must
-    succeed and show whole rows of the input, none twice (a consistent manifest version)."""
+def read_while_written(
+    pipeline: Pipeline,
+    read: Callable[[], list[tuple]],
+    rows: dict,
+    stop: threading.Event,
+    ready: Callable[[], bool] = lambda: True,
+) -> None:
+    """Read the sink with ``read`` again and again until ``stop`` (once ``ready``): each read
+    must succeed and show whole rows of the input, none twice (only committed batches are
+    visible: a consistent manifest version, Delta version or database transaction)."""
     while not stop.wait(pipeline.rng.uniform(0.05, 0.3)):
+        if not ready():
+            continue
         pipeline.batch_reads += 1
         try:
-            found = read_rows(output)
+            found = read()
         except Exception as error:
             pipeline.batch_read_failures.append(f"{type(error).__name__}: {error}"[:300])
             continue
         report = compare(found, rows.copy())  # copied after the read: every row written
         if report.doubled:  # bad rows are the upstream's, counted in its own report
             pipeline.batch_read_failures.append(f"{report.doubled} rows seen twice")
+
+
+def table_reader(pipeline: Pipeline) -> Callable[[], list[tuple]]:
+    """How to read the table of a Delta or JDBC pipeline while it is written."""
+    if pipeline.kind.startswith("delta"):
+        return partial(read_delta_rows, pipeline.base / "out")
+    return partial(read_jdbc_rows, jdbc_url(pipeline.base))
+
+
+def table_ready(pipeline: Pipeline) -> Callable[[], bool]:
+    """True once the pipeline's table can be read (a Delta table: its log exists)."""
+    if pipeline.kind.startswith("delta"):
+        return (pipeline.base / "out" / "_delta_log").is_dir
+    return lambda: True
 
 
 def drain(pipeline: Pipeline) -> Run:
@@ -434,42 +459,6 @@ def verify_jdbc(pipeline: Pipeline) -> None:
         f"files, {len(source.rows)} rows"
     )
     note_leftovers_and_kills(pipeline, pipeline.base / "out")
-
-
-def read_jdbc_while_written(
-    pipeline: Pipeline, url: str, rows: dict, stop: threading.Event
-) -> None:
-    """Read the JDBC pipeline's table again and again until ``stop``: each read must succeed
-    and show whole input rows, none twice (only committed transactions are visible)."""
-    while not stop.wait(pipeline.rng.uniform(0.05, 0.3)):
-        pipeline.batch_reads += 1
-        try:
-            found = read_jdbc_rows(url)
-        except Exception as error:
-            pipeline.batch_read_failures.append(f"{type(error).__name__}: {error}"[:300])
-            continue
-        report = compare(found, rows.copy())
-        if report.doubled:
-            pipeline.batch_read_failures.append(f"{report.doubled} rows seen twice")
-
-
-def read_delta_while_written(
-    pipeline: Pipeline, output: Path, rows: dict, stop: threading.Event
-) -> None:
-    """Read the Delta table at ``output`` with delta-rs again and again until ``stop``: each
-    read must succeed (once the table exists) and show whole input rows, none twice."""
-    while not stop.wait(pipeline.rng.uniform(0.05, 0.3)):
-        if not (output / "_delta_log").is_dir():
-            continue
-        pipeline.batch_reads += 1
-        try:
-            found = read_delta_rows(output)
-        except Exception as error:
-            pipeline.batch_read_failures.append(f"{type(error).__name__}: {error}"[:300])
-            continue
-        report = compare(found, rows.copy())
-        if report.doubled:
-            pipeline.batch_read_failures.append(f"{report.doubled} rows seen twice")
 
 
 def verify_kafka(pipeline: Pipeline) -> None:
@@ -734,22 +723,11 @@ def run(args: argparse.Namespace, selected: list[str], service: Any, postgres: A
         )
         thread.start()
         threads.append(thread)
-        if kind == "delta-append" and isinstance(pipeline.source, InputFolder):
+        if kind in ("delta-append", "jdbc-append") and isinstance(pipeline.source, InputFolder):
             reader = threading.Thread(
-                target=read_delta_while_written,
-                args=(pipeline, pipeline.base / "out", pipeline.source.rows, pipeline.looping),
-            )
-            reader.start()
-            threads.append(reader)
-        if kind == "jdbc-append" and isinstance(pipeline.source, InputFolder):
-            reader = threading.Thread(
-                target=read_jdbc_while_written,
-                args=(
-                    pipeline,
-                    jdbc_url(pipeline.base),
-                    pipeline.source.rows,
-                    pipeline.looping,
-                ),
+                target=read_while_written,
+                args=(pipeline, table_reader(pipeline), pipeline.source.rows, pipeline.looping),
+                kwargs={"ready": table_ready(pipeline)},
             )
             reader.start()
             threads.append(reader)
@@ -758,7 +736,7 @@ def run(args: argparse.Namespace, selected: list[str], service: Any, postgres: A
                 target=read_while_written,
                 args=(
                     pipeline,
-                    args.workdir / "parquet" / "out",
+                    partial(read_rows, args.workdir / "parquet" / "out"),
                     pipelines["parquet"].source.rows,
                     pipelines["parquet"].looping,
                 ),

@@ -8,6 +8,7 @@ when its id is missing, *doubled* for each extra copy, and *bad* when it matches
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,3 +113,42 @@ def check_archive(source: Path, archive: Path, contents: dict[str, bytes]) -> li
         if path.parent != home:
             problems.append(f"archived {path} is not under {home}")
     return problems
+
+
+KEY_MASK = 31
+"""Upserting pipelines key each row by ``id & KEY_MASK``: keys repeat within and across files."""
+
+
+def latest_per_key(expected: dict[int, Row]) -> dict[int, Row]:
+    """The row of the highest id of each key (files arrive one after the other, so the
+    highest id is the one processed last)."""
+    latest: dict[int, Row] = {}
+    for ident in sorted(expected):
+        latest[ident & KEY_MASK] = expected[ident]
+    return {row[0]: row for row in latest.values()}
+
+
+def check_table(
+    read: Callable[[], list[tuple]],
+    expected: dict[int, Row],
+    *,
+    keyed: bool,
+    where: str,
+    more_problems: Callable[[], list[str]],
+) -> SinkReport:
+    """Compare the rows ``read`` returns with the rows written (``keyed``: with the latest row
+    of each key, no key twice); ``more_problems`` (the sink's own records) are added once the
+    table was read. A failed read is reported, not raised: the summary still prints."""
+    wanted = latest_per_key(expected) if keyed else expected
+    try:
+        rows = read()
+    except Exception as error:
+        return SinkReport(len(wanted), 0, len(wanted), 0, 0, [f"reading {where}: {error}"])
+    report = compare(rows, wanted)
+    if keyed:
+        keys = Counter(row[0] & KEY_MASK for row in rows)
+        twice = sorted(key for key, count in keys.items() if count > 1)
+        if twice:
+            report.problems.append(f"keys held by more than one row: {twice[:10]}")
+    report.problems += more_problems()
+    return report

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from torture_check import SinkReport, compare
+from torture_check import KEY_MASK, SinkReport, check_table
 from torture_input import Row
 
 import microbatch as mb
@@ -32,7 +33,6 @@ import delta_crash_pipeline as delta_helpers
 __all__ = ["DELTA_PIPELINES", "build_delta", "check_delta", "read_delta_rows"]
 
 DELTA_PIPELINES = ("delta-append", "delta-merge")
-KEY_MASK = 31
 
 
 def build_delta(
@@ -69,33 +69,18 @@ def read_delta_rows(output: Path) -> list[tuple]:
     return list(zip(*columns, strict=True)) if table.num_rows else []
 
 
-def latest_per_key(expected: dict[int, Row]) -> dict[int, Row]:
-    """The row of the highest id of each key (files arrive one after the other, so the
-    highest id is the one processed last)."""
-    latest: dict[int, Row] = {}
-    for ident in sorted(expected):
-        latest[ident & KEY_MASK] = expected[ident]
-    return {row[0]: row for row in latest.values()}
-
-
 def check_delta(kind: str, base: Path, expected: dict[int, Row]) -> SinkReport:
     """Read pipeline ``kind``'s table under ``base`` and compare it with the rows written
     (``delta-merge``: with the latest row of each key); the log's problems are in
     ``problems``."""
     output, checkpoint = base / "out", base / "checkpoint"
-    wanted = latest_per_key(expected) if kind == "delta-merge" else expected
-    try:
-        rows = read_delta_rows(output)
-    except Exception as error:  # reported, not raised: the summary still prints
-        return SinkReport(len(wanted), 0, len(wanted), 0, 0, [f"reading {output}: {error}"])
-    report = compare(rows, wanted)
-    if kind == "delta-merge":
-        keys = Counter(row[0] & KEY_MASK for row in rows)
-        twice = sorted(key for key, count in keys.items() if count > 1)
-        if twice:
-            report.problems.append(f"keys held by more than one row: {twice[:10]}")
-    report.problems += log_problems(output, checkpoint)
-    return report
+    return check_table(
+        partial(read_delta_rows, output),
+        expected,
+        keyed=kind == "delta-merge",
+        where=str(output),
+        more_problems=partial(log_problems, output, checkpoint),
+    )
 
 
 def log_problems(output: Path, checkpoint: Path) -> list[str]:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
-from torture_check import SinkReport, compare
-from torture_delta import KEY_MASK, latest_per_key
+from torture_check import KEY_MASK, SinkReport, check_table
 from torture_input import Row
 
 import microbatch as mb
@@ -48,11 +48,9 @@ JDBC_KILL_VAR = "MICROBATCH_TORTURE_TXN_KILL"
 ``jdbc_crash_pipeline.py``); unset keeps the crash hook's own ``mid_sink``."""
 
 
-def kill_inside_client(session: mb.Session, at: str) -> None:
-    """Move ``mid_sink`` into psycopg where ``at`` says (arm the session's crash hook with
-    ``mid_sink_in_script=True``)."""
-    session.registry.plugin_manager.register(jdbc_helpers.BatchTracker(), name="batch-tracker")
-    jdbc_helpers.kill_inside_client(at)
+kill_inside_client = jdbc_helpers.kill_inside_client
+"""Move ``mid_sink`` into psycopg where ``at`` says (arm the session's crash hook with
+``mid_sink_in_script=True``)."""
 
 
 def jdbc_url(base: Path) -> str:
@@ -100,19 +98,13 @@ def check_jdbc(kind: str, base: Path, expected: dict[int, Row]) -> SinkReport:
     """Read pipeline ``kind``'s table and compare it with the rows written (``jdbc-upsert``:
     with the latest row of each key); the ledger's problems are in ``problems``."""
     url, checkpoint = jdbc_url(base), base / "checkpoint"
-    wanted = latest_per_key(expected) if kind == "jdbc-upsert" else expected
-    try:
-        rows = read_jdbc_rows(url)
-    except Exception as error:  # reported, not raised: the summary still prints
-        return SinkReport(len(wanted), 0, len(wanted), 0, 0, [f"reading {TABLE}: {error}"])
-    report = compare(rows, wanted)
-    if kind == "jdbc-upsert":
-        keys = Counter(row[0] & KEY_MASK for row in rows)
-        twice = sorted(key for key, count in keys.items() if count > 1)
-        if twice:
-            report.problems.append(f"keys held by more than one row: {twice[:10]}")
-    report.problems += ledger_problems(url, checkpoint)
-    return report
+    return check_table(
+        partial(read_jdbc_rows, url),
+        expected,
+        keyed=kind == "jdbc-upsert",
+        where=TABLE,
+        more_problems=partial(ledger_problems, url, checkpoint),
+    )
 
 
 def ledger_problems(url: str, checkpoint: Path) -> list[str]:

@@ -1,12 +1,66 @@
-"""Helpers of the jdbc sink's tests: reading a written table back as Arrow."""
+"""Helpers of the jdbc sink's tests: reading a written table back as Arrow, and the pieces
+the conformance suites share (the database they run on, fewer commit kills)."""
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 import sqlalchemy as sa
+
+
+class FewCommitKills:
+    """Holds the kit's crash-inside-commit check to ``commit_kills`` kill points (each costs a
+    fork, new engines and a read back); MICROBATCH_TESTKIT_COMMIT_KILLS=all for the soak. The
+    crash tests of test_crash_*.py kill whole queries."""
+
+    commit_kills = "10"
+
+    @pytest.fixture(autouse=True)
+    def _few_kills(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        if not os.environ.get("MICROBATCH_TESTKIT_COMMIT_KILLS"):
+            monkeypatch.setenv("MICROBATCH_TESTKIT_COMMIT_KILLS", self.commit_kills)
+
+
+class OnSqlite:
+    """A suite over a SQLite file in the test's folder."""
+
+    tmp_path: Any
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.tmp_path / 'sink.db'}"
+
+
+class OnPostgres:
+    """A suite over a database of its own on the test kit's PostgreSQL."""
+
+    commit_kills = "4"
+
+    @pytest.fixture(autouse=True)
+    def _database(self, postgres_database: Any) -> None:
+        self.database = postgres_database
+
+    @property
+    def url(self) -> str:
+        return str(self.database.url)
+
+
+def sqlite_stored(table: pa.Table) -> pa.Table:
+    """``table`` as SQLite keeps it: the REAL -0.0 is stored as 0.0 (a property of SQLite,
+    not of the sink)."""
+    for index, field in enumerate(table.schema):
+        if pa.types.is_floating(field.type):
+            column = table.column(index)
+            zero = pc.equal(column, 0.0)
+            table = table.set_column(
+                index, field, pc.if_else(zero, pa.scalar(0.0, field.type), column)
+            )
+    return table
 
 
 def as_stored(schema: pa.Schema) -> pa.Schema:

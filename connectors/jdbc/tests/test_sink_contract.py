@@ -7,39 +7,34 @@ Contents are read back with a fresh SQLAlchemy engine; timestamps with a zone co
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pytest
 
 from microbatch import OutputMode, StreamWriter
 from microbatch_jdbc.sink import JdbcSink
 from microbatch_testkit import SinkContract
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _jdbc_sink_testing import as_stored, read_table
+from _jdbc_sink_testing import (
+    FewCommitKills,
+    OnPostgres,
+    OnSqlite,
+    as_stored,
+    read_table,
+    sqlite_stored,
+)
 
 TABLE = "events"
 
 
-class JdbcSinkSuite(SinkContract):
+class JdbcSinkSuite(FewCommitKills, SinkContract):
     """The sink over table ``events`` of a database given by :attr:`url`."""
 
     __test__ = False
     sink_class = JdbcSink
-    commit_kills = "10"
-    """Kill points of the crash-inside-commit check by default (each costs a fork, new
-    engines and a read back); MICROBATCH_TESTKIT_COMMIT_KILLS=all for the soak. The crash
-    tests of test_crash_*.py kill whole queries."""
-
-    @pytest.fixture(autouse=True)
-    def _few_kills(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        if not os.environ.get("MICROBATCH_TESTKIT_COMMIT_KILLS"):
-            monkeypatch.setenv("MICROBATCH_TESTKIT_COMMIT_KILLS", self.commit_kills)
 
     @property
     def url(self) -> str:
@@ -77,37 +72,15 @@ class JdbcSinkSuite(SinkContract):
         ]
 
 
-class SqliteSuite(JdbcSinkSuite):
+class SqliteSuite(OnSqlite, JdbcSinkSuite):
     __test__ = False
 
     def expected_contents(self, committed: pa.Table) -> pa.Table:
-        # SQLite stores the REAL -0.0 as 0.0 (a property of SQLite, not of the sink)
-        stored = super().expected_contents(committed)
-        for index, field in enumerate(stored.schema):
-            if pa.types.is_floating(field.type):
-                column = stored.column(index)
-                zero = pc.equal(column, 0.0)
-                stored = stored.set_column(
-                    index, field, pc.if_else(zero, pa.scalar(0.0, field.type), column)
-                )
-        return stored
-
-    @property
-    def url(self) -> str:
-        return f"sqlite:///{self.tmp_path / 'sink.db'}"
+        return sqlite_stored(super().expected_contents(committed))
 
 
-class PostgresSuite(JdbcSinkSuite):
+class PostgresSuite(OnPostgres, JdbcSinkSuite):
     __test__ = False
-    commit_kills = "4"
-
-    @pytest.fixture(autouse=True)
-    def _database(self, postgres_database: Any) -> None:
-        self.database = postgres_database
-
-    @property
-    def url(self) -> str:
-        return str(self.database.url)
 
 
 class TestSqliteAppendContract(SqliteSuite):

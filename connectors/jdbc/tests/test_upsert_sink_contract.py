@@ -16,7 +16,6 @@ across batches, are tested by test_crash_jdbc_sink.py.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -32,7 +31,14 @@ from microbatch_jdbc.sink import JdbcSink
 from microbatch_testkit import SinkContract
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _jdbc_sink_testing import as_stored, read_table
+from _jdbc_sink_testing import (
+    FewCommitKills,
+    OnPostgres,
+    OnSqlite,
+    as_stored,
+    read_table,
+    sqlite_stored,
+)
 
 TABLE = "events"
 KEYS = ("id",)
@@ -71,18 +77,13 @@ class UpsertJdbcSink(JdbcSink):
     )
 
 
-class UpsertSinkSuite(SinkContract):
+class UpsertSinkSuite(FewCommitKills, SinkContract):
     """The sink over table ``events`` of a database given by :attr:`url`, mode=upsert."""
 
     __test__ = False
     sink_class = UpsertJdbcSink
     output_mode = OutputMode.UPDATE
     commit_kills = "6"
-
-    @pytest.fixture(autouse=True)
-    def _few_kills(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        if not os.environ.get("MICROBATCH_TESTKIT_COMMIT_KILLS"):
-            monkeypatch.setenv("MICROBATCH_TESTKIT_COMMIT_KILLS", self.commit_kills)
 
     @property
     def url(self) -> str:
@@ -119,37 +120,12 @@ class UpsertSinkSuite(SinkContract):
         ]
 
 
-class TestSqliteUpsertContract(UpsertSinkSuite):
+class TestSqliteUpsertContract(OnSqlite, UpsertSinkSuite):
     """mode=upsert on SQLite."""
 
-    @property
-    def url(self) -> str:
-        return f"sqlite:///{self.tmp_path / 'sink.db'}"
-
     def expected_contents(self, committed: pa.Table) -> pa.Table:
-        # SQLite stores the REAL -0.0 as 0.0 (a property of SQLite, not of the sink)
-        import pyarrow.compute as pc
-
-        stored = super().expected_contents(committed)
-        for index, field in enumerate(stored.schema):
-            if pa.types.is_floating(field.type):
-                column = stored.column(index)
-                zero = pc.equal(column, 0.0)
-                stored = stored.set_column(
-                    index, field, pc.if_else(zero, pa.scalar(0.0, field.type), column)
-                )
-        return stored
+        return sqlite_stored(super().expected_contents(committed))
 
 
-class TestPostgresUpsertContract(UpsertSinkSuite):
+class TestPostgresUpsertContract(OnPostgres, UpsertSinkSuite):
     """mode=upsert on PostgreSQL (COPY into a staging table, then ON CONFLICT DO UPDATE)."""
-
-    commit_kills = "4"
-
-    @pytest.fixture(autouse=True)
-    def _database(self, postgres_database: Any) -> None:
-        self.database = postgres_database
-
-    @property
-    def url(self) -> str:
-        return str(self.database.url)

@@ -50,14 +50,6 @@ STORAGE_OPTIONS_OPTION = mb.Option(
 )
 
 
-SCRUBBED = "*********(redacted)"
-"""What :meth:`DeltaTarget.scrub` puts in place of a storage option's value."""
-
-
-def _may_be_secret(value: str) -> bool:
-    return bool(value) and value.lower() not in ("true", "false", "none") and not value.isdigit()
-
-
 _ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -94,10 +86,9 @@ class DeltaTarget:
         """``text`` without the values of the storage options (a store's error may print its
         endpoint or a key), for the connector's own log lines; flags and whole numbers, which
         cannot be secrets, stay."""
-        values = {value for value in self.storage_options.values() if _may_be_secret(value)}
-        for value in sorted(values, key=len, reverse=True):
-            text = text.replace(value, SCRUBBED)
-        return text
+        from microbatch.options import scrub, secret_texts
+
+        return scrub(text, secret_texts(dict(self.storage_options)))
 
     def options(self) -> dict[str, str] | None:
         """The storage options as delta-rs takes them (``None`` when there are none)."""

@@ -149,11 +149,7 @@ def main(mode: str, source: str, table: str, checkpoint: str, files_per_trigger:
     session = mb.Session()
     crash.arm(session)
     query = start_query(session, mode, source, table, checkpoint, int(files_per_trigger))
-    query.await_termination(60)
-    if query.exception() is not None:
-        raise SystemExit(f"query failed: {query.exception()}")
-    if query.is_active:
-        raise SystemExit("the available-now query did not finish in 60 s")
+    crash.await_available_now(query)
 
 
 if __name__ == "__main__":

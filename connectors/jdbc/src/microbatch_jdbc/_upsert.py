@@ -181,17 +181,20 @@ def _postgresql(
             insert_rows(connection, staging, batches, batchsize)
         names = data.column_names
         statement = insert(table).from_select(names, select(*(staging.c[n] for n in names)))
-        values = _value_columns(data, keys)
-        if values:
-            statement = statement.on_conflict_do_update(
-                index_elements=keys, set_={n: statement.excluded[n] for n in values}
-            )
-        else:
-            statement = statement.on_conflict_do_nothing(index_elements=keys)
-        connection.execute(statement)
+        connection.execute(_on_conflict(statement, keys, _value_columns(data, keys)))
     finally:
         if not connection.invalidated and connection.in_transaction():
             _drop_quietly(connection, name)
+
+
+def _on_conflict(statement: Any, keys: list[str], values: list[str]) -> Any:
+    """``statement`` (PostgreSQL's or SQLite's ``insert``) setting ``values`` from the new row
+    when a row with the same ``keys`` exists (keeping it when there are no other columns)."""
+    if values:
+        return statement.on_conflict_do_update(
+            index_elements=keys, set_={name: statement.excluded[name] for name in values}
+        )
+    return statement.on_conflict_do_nothing(index_elements=keys)
 
 
 def _drop_quietly(connection: Connection, name: str) -> None:
@@ -212,14 +215,7 @@ def _sqlite(
 ) -> None:
     from sqlalchemy.dialects.sqlite import insert
 
-    statement = insert(table)
-    values = _value_columns(data, keys)
-    if values:
-        statement = statement.on_conflict_do_update(
-            index_elements=keys, set_={n: statement.excluded[n] for n in values}
-        )
-    else:
-        statement = statement.on_conflict_do_nothing(index_elements=keys)
+    statement = _on_conflict(insert(table), keys, _value_columns(data, keys))
     for rows in _row_chunks(data, batchsize, sqlite=True):
         connection.execute(statement, rows)
 

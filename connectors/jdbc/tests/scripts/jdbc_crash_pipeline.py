@@ -34,18 +34,6 @@ CLIENT_POINTS = ("mid-copy", "before-commit")
 LEDGER = "microbatch_ledger"
 
 
-class BatchTracker:
-    """Remembers the batch the query is running (the crash points inside the client need its
-    id; the client does not know it)."""
-
-    current = -1
-
-    @mb.hookimpl
-    def microbatch_batch_phase(self, query_id: str, batch_id: int, phase: str) -> None:
-        if phase == "offsets_written":
-            BatchTracker.current = batch_id
-
-
 def kill_inside_client(at: str) -> None:
     """Make psycopg call ``crash_point("mid_sink", batch)`` where ``at`` says."""
     import psycopg
@@ -57,7 +45,7 @@ def kill_inside_client(at: str) -> None:
 
         def write(self: Any, buffer: Any) -> None:
             base_write(self, buffer)
-            crash.crash_point("mid_sink", BatchTracker.current)
+            crash.crash_point("mid_sink", crash.running_batch())
 
         psycopg.Copy.write = write  # type: ignore[method-assign]
     else:
@@ -67,7 +55,7 @@ def kill_inside_client(at: str) -> None:
             result = base_execute(self, query, *args, **kwargs)
             text = query if isinstance(query, str) else str(query)
             if text.lstrip().upper().startswith("INSERT INTO") and LEDGER in text:
-                crash.crash_point("mid_sink", BatchTracker.current)
+                crash.crash_point("mid_sink", crash.running_batch())
             return result
 
         psycopg.Cursor.execute = execute  # type: ignore[method-assign]
@@ -193,13 +181,8 @@ def main(
         kill_inside_client(at)
     session = mb.Session()
     crash.arm(session, mid_sink_in_script=bool(at))
-    session.registry.plugin_manager.register(BatchTracker(), name="batch-tracker")
     query = start_query(session, mode, url, source, table, checkpoint, int(files_per_trigger))
-    query.await_termination(60)
-    if query.exception() is not None:
-        raise SystemExit(f"query failed: {query.exception()}")
-    if query.is_active:
-        raise SystemExit("the available-now query did not finish in 60 s")
+    crash.await_available_now(query)
 
 
 if __name__ == "__main__":

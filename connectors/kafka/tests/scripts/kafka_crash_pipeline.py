@@ -32,18 +32,6 @@ import microbatch as mb
 from microbatch_testkit import crash
 
 
-class BatchTracker:
-    """Remembers the batch the query is running (the crash point inside the transaction
-    needs its id; the producer does not know it)."""
-
-    current = -1
-
-    @mb.hookimpl
-    def microbatch_batch_phase(self, query_id: str, batch_id: int, phase: str) -> None:
-        if phase == "offsets_written":
-            BatchTracker.current = batch_id
-
-
 def kill_inside_client(at: str) -> None:
     """Make every producer call ``crash_point("mid_sink", batch)`` where ``at`` says."""
     import confluent_kafka
@@ -53,16 +41,16 @@ def kill_inside_client(at: str) -> None:
     class CrashingProducer(base):  # type: ignore[misc, valid-type]
         def flush(self, *args: Any) -> Any:
             if at == "before-flush":
-                crash.crash_point("mid_sink", BatchTracker.current)
+                crash.crash_point("mid_sink", crash.running_batch())
             return super().flush(*args)
 
         def commit_transaction(self, *args: Any) -> Any:
             if at == "txn-open":  # every record at the broker, in the open transaction
                 super().flush(30)
-                crash.crash_point("mid_sink", BatchTracker.current)
+                crash.crash_point("mid_sink", crash.running_batch())
             result = super().commit_transaction(*args)
             if at == "txn-done":
-                crash.crash_point("mid_sink", BatchTracker.current)
+                crash.crash_point("mid_sink", crash.running_batch())
             return result
 
     confluent_kafka.Producer = CrashingProducer  # type: ignore[misc]
@@ -181,13 +169,8 @@ def main(
         kill_inside_client(at)
     session = mb.Session()
     crash.arm(session, mid_sink_in_script=bool(at))
-    session.registry.plugin_manager.register(BatchTracker(), name="batch-tracker")
     query = start_query(session, sink, bootstrap, topic, output, checkpoint, int(limit))
-    query.await_termination(60)
-    if query.exception() is not None:
-        raise SystemExit(f"query failed: {query.exception()}")
-    if query.is_active:
-        raise SystemExit("the available-now query did not finish in 60 s")
+    crash.await_available_now(query)
 
 
 if __name__ == "__main__":

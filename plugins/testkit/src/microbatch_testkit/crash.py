@@ -43,10 +43,12 @@ __all__ = [
     "CrashScenario",
     "FailAt",
     "arm",
+    "await_available_now",
     "crash_point",
     "crash_target",
     "run_to_completion",
     "run_until_crash",
+    "running_batch",
     "stop_after_batch",
 ]
 
@@ -87,6 +89,15 @@ def crash_point(name: str, batch_id: int) -> None:
         _die(name, batch_id)
 
 
+_running_batch = -1
+
+
+def running_batch() -> int:
+    """The id of the batch an armed session is running (-1 before its first): for a
+    :func:`crash_point` placed inside a client library, which does not know the batch."""
+    return _running_batch
+
+
 class _CrashPlugin:
     """Hook implementation that kills the process at the targeted batch phase."""
 
@@ -96,6 +107,9 @@ class _CrashPlugin:
 
     @microbatch.hookimpl
     def microbatch_batch_phase(self, query_id: str, batch_id: int, phase: str) -> None:
+        global _running_batch
+        if phase == "offsets_written":
+            _running_batch = batch_id
         if self.target is None:
             return
         wanted, wanted_batch = self.target
@@ -141,6 +155,16 @@ def arm(session: Any, *, mid_sink_in_script: bool = False) -> object:
     plugin = _CrashPlugin(target, mid_sink_in_script=mid_sink_in_script)
     manager.register(plugin, name="microbatch-testkit-crash")
     return plugin
+
+
+def await_available_now(query: Any, timeout: float = 60) -> None:
+    """Wait for an available-now ``query`` to finish; exit the script with the reason when it
+    failed or did not finish within ``timeout`` seconds (the end of a crash test's pipeline)."""
+    query.await_termination(timeout)
+    if query.exception() is not None:
+        raise SystemExit(f"query failed: {query.exception()}")
+    if query.is_active:
+        raise SystemExit(f"the available-now query did not finish in {timeout:g} s")
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._process import wait_until
+from ._restartable import RestartableService
 
 __all__ = ["BROKER_SETTINGS", "KafkaService", "topic_name"]
 
@@ -56,7 +56,7 @@ def _first_address(bootstrap_servers: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-class KafkaService:
+class KafkaService(RestartableService):
     """A Kafka cluster for tests, found or started by one of the providers.
 
     ``bootstrap_servers`` goes into any client's configuration; :meth:`client_config` builds
@@ -65,8 +65,8 @@ class KafkaService:
     (:meth:`restart`, :meth:`stopped`); ``can_restart`` tells whether this one can.
     """
 
-    provider: str = "?"
-    can_restart: bool = False
+    service = "Kafka broker"
+    restartable_with = "MICROBATCH_SERVICES=local or docker"
 
     def __init__(self, bootstrap_servers: str = "", *, description: str = "") -> None:
         self.bootstrap_servers = bootstrap_servers
@@ -141,40 +141,6 @@ class KafkaService:
             return False
         return all(p.leader >= 0 for p in found.partitions.values())
 
-    # -- the broker's life ----------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        """True unless this provider stopped its broker (see :meth:`stop`)."""
-        return True
-
-    def start(self) -> None:
-        """Start the broker (again) on the same address with the same data; wait until ready."""
-        raise NotImplementedError(self._no_restart())
-
-    def stop(self, *, graceful: bool = True) -> None:
-        """Stop the broker, keeping its address and data; ``graceful=False`` kills it."""
-        raise NotImplementedError(self._no_restart())
-
-    def restart(self, *, graceful: bool = True) -> None:
-        """Stop and start the broker; clients reconnect to the same address."""
-        self.stop(graceful=graceful)
-        self.start()
-
-    @contextlib.contextmanager
-    def stopped(self, *, graceful: bool = True) -> Iterator[None]:
-        """Keep the broker down inside the ``with`` block; it starts again on the way out."""
-        self.stop(graceful=graceful)
-        try:
-            yield
-        finally:
-            self.start()
-
-    def ensure_running(self) -> None:
-        """Start the broker if a test stopped it and did not start it again."""
-        if self.can_restart and not self.running:
-            self.start()
-
     def close(self) -> None:
         """Release the cluster: stop what this provider started and delete its data."""
         self._admin = None
@@ -200,9 +166,3 @@ class KafkaService:
         except KafkaException:
             return False
         return bool(metadata.brokers)
-
-    def _no_restart(self) -> str:
-        return (
-            f"the {self.provider} Kafka provider does not control its broker, so it cannot "
-            "stop or restart it; run this test with MICROBATCH_SERVICES=local or docker"
-        )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ._restartable import RestartableService
 
 if TYPE_CHECKING:
     import psycopg
@@ -62,7 +62,7 @@ class PostgresDatabase:
         return f"PostgresDatabase(name={self.name!r}, url={_hidden(self.url)!r})"
 
 
-class PostgresService:
+class PostgresService(RestartableService):
     """A PostgreSQL server for tests, found or started by one of the providers.
 
     ``url`` is the SQLAlchemy URL of its maintenance database (``postgres``). Tests should
@@ -70,7 +70,7 @@ class PostgresService:
     removes it even while connections are open.
     """
 
-    provider: str = "?"
+    service = "PostgreSQL server"
 
     def __init__(self, url: str = "", *, description: str = "") -> None:
         self.url = url
@@ -111,50 +111,6 @@ class PostgresService:
         import psycopg
 
         return psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
-
-    # -- the server's life -----------------------------------------------------------------
-
-    can_restart: bool = False
-    """True when this provider controls its server and can stop and start it again."""
-
-    @property
-    def running(self) -> bool:
-        """True unless this provider stopped its server (see :meth:`stop`)."""
-        return True
-
-    def start(self) -> None:
-        """Start the server (again) on the same address with the same data; wait until ready."""
-        raise NotImplementedError(self._no_restart())
-
-    def stop(self, *, graceful: bool = True) -> None:
-        """Stop the server, keeping its address and data; ``graceful=False`` kills it
-        (``SIGKILL``: a crash, recovered from the write-ahead log on the next start)."""
-        raise NotImplementedError(self._no_restart())
-
-    def restart(self, *, graceful: bool = True) -> None:
-        """Stop and start the server; clients reconnect to the same URL."""
-        self.stop(graceful=graceful)
-        self.start()
-
-    @contextlib.contextmanager
-    def stopped(self, *, graceful: bool = True) -> Iterator[None]:
-        """Keep the server down inside the ``with`` block; it starts again on the way out."""
-        self.stop(graceful=graceful)
-        try:
-            yield
-        finally:
-            self.start()
-
-    def ensure_running(self) -> None:
-        """Start the server if a test stopped it and did not start it again."""
-        if self.can_restart and not self.running:
-            self.start()
-
-    def _no_restart(self) -> str:
-        return (
-            f"the {self.provider} PostgreSQL provider does not control its server, so it "
-            "cannot stop or restart it; run this test with MICROBATCH_SERVICES=local"
-        )
 
     def close(self) -> None:
         """Release the server: stop what this provider started and delete its data."""

@@ -10,7 +10,7 @@ PYPROJECTS = pyproject.toml $(wildcard plugins/*/pyproject.toml) $(wildcard conn
 # The option reference covers the first-party connectors (those under connectors/).
 DOC_DISTRIBUTIONS = $(patsubst connectors/%/pyproject.toml,--distribution microbatch-%,$(wildcard connectors/*/pyproject.toml))
 
-.PHONY: install demo test lint format typecheck bench docs clean distclean
+.PHONY: install demo test test-services lint format typecheck bench docs clean distclean
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ demo: install
 
 test: install lint typecheck
 	$(BIN)/python -m pytest -p no:cacheprovider
+
+# Only the tests that need Kafka or PostgreSQL (the `services` marker), from the provider
+# MICROBATCH_SERVICES names: `MICROBATCH_SERVICES=docker make test-services`.
+test-services: install
+	$(BIN)/python -m pytest -p no:cacheprovider -m services
 
 lint: install
 	$(BIN)/ruff check .

@@ -11,6 +11,9 @@ Fixtures:
 - ``kafka_service``, ``make_kafka_topic``, ``postgres_service``, ``postgres_database``: real
   Kafka and PostgreSQL (see :mod:`microbatch_testkit.services.fixtures`; they need the
   ``services`` extra and skip with a message saying what to set up when no provider can serve).
+
+Marker ``services``: added to every test that uses ``kafka_service`` or ``postgres_service``
+(``pytest -m services`` selects the tests that need real services).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from .services.fixtures import (
     make_kafka_topic,
     postgres_database,
     postgres_service,
+    pytest_collection_modifyitems,
+    pytest_configure,
     pytest_sessionstart,
     pytest_terminal_summary,
 )
@@ -38,6 +43,8 @@ __all__ = [
     "memory_state",
     "postgres_database",
     "postgres_service",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
     "pytest_sessionstart",
     "pytest_terminal_summary",
     "row_of",

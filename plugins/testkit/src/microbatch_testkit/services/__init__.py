@@ -11,7 +11,8 @@ Install with ``pip install 'microbatch-testkit[services]'``. The pytest fixtures
 
 ``MICROBATCH_SERVICES`` picks the provider: ``auto`` (default), ``docker`` (testcontainers:
 ``apache/kafka`` and ``postgres`` images, overridable with ``MICROBATCH_KAFKA_IMAGE`` and
-``MICROBATCH_POSTGRES_IMAGE``), ``local`` (the Apache Kafka broker run with ``java`` from jars
+``MICROBATCH_POSTGRES_IMAGE``; ``MICROBATCH_DOCKER_NETWORK=host`` for host networking instead of
+published ports), ``local`` (the Apache Kafka broker run with ``java`` from jars
 Maven downloads once into ``~/.cache/microbatch``, and a throwaway cluster from the installed
 PostgreSQL server binaries) or ``external`` (``MICROBATCH_KAFKA_BOOTSTRAP`` and
 ``MICROBATCH_POSTGRES_URL``). Outside pytest, :func:`start_kafka` and :func:`start_postgres`

@@ -2,23 +2,35 @@
 
 Images: ``$MICROBATCH_KAFKA_IMAGE`` (default ``apache/kafka:<version>``, the version being
 ``$MICROBATCH_KAFKA_VERSION`` or ``DEFAULT_KAFKA_VERSION``; one KRaft node) and
-``$MICROBATCH_POSTGRES_IMAGE`` (default ``postgres:17``). The Kafka container's port is bound
-to a fixed free port of the Docker host, so that a restarted container keeps the address its
-clients know. testcontainers' reaper removes containers left by a crashed run.
+``$MICROBATCH_POSTGRES_IMAGE`` (default ``postgres:17``). ``$MICROBATCH_DOCKER_NETWORK``
+chooses bridge networking with published ports (the default) or host networking (see
+:mod:`._docker_network`); either way a restarted container keeps its address. Containers are
+removed by ``close()``, and by the provider's own reaper when the process that started them
+ends, also by ``SIGKILL`` (:mod:`._docker_reaper`); testcontainers' Ryuk is disabled where its
+image cannot be had (:mod:`._docker_ryuk`).
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import secrets
 import uuid
 from collections.abc import Mapping
-from typing import Any
 
-from ._kafka import BROKER_SETTINGS, KafkaService
+from ._docker_container import ServiceContainer
+from ._docker_network import (
+    KAFKA_PORT,
+    POSTGRES_PORT,
+    KafkaPorts,
+    docker_network,
+    kafka_environment,
+    postgres_command,
+)
+from ._kafka import KafkaService
 from ._kafka_local import DEFAULT_KAFKA_VERSION
-from ._postgres import PostgresService, sqlalchemy_url
-from ._process import free_port
+from ._postgres import PostgresService
+from ._process import free_port, wait_until
 
 __all__ = [
     "DEFAULT_KAFKA_IMAGE",
@@ -65,30 +77,44 @@ def _short(exc: BaseException) -> str:
     return lines[0][:200] if lines else type(exc).__name__
 
 
-def _kafka_env(advertised: str, heap: str) -> dict[str, str]:
-    env = {
-        "KAFKA_NODE_ID": "1",
-        "KAFKA_PROCESS_ROLES": "broker,controller",
-        # Clients use PLAINTEXT through the published port; the broker talks to itself (for
-        # transaction markers, say) on BROKER inside the container.
-        "KAFKA_LISTENERS": "PLAINTEXT://0.0.0.0:9092,BROKER://0.0.0.0:19092,CONTROLLER://0.0.0.0:9093",
-        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{advertised},BROKER://localhost:19092",
-        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": (
-            "PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT"
-        ),
-        "KAFKA_INTER_BROKER_LISTENER_NAME": "BROKER",
-        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
-        "KAFKA_HEAP_OPTS": heap,
-        "CLUSTER_ID": base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode(),
-    }
-    for key, value in BROKER_SETTINGS.items():
-        env["KAFKA_" + key.upper().replace(".", "_")] = value
-    return env
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free 127.0.0.1 ports."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
-class DockerKafka(KafkaService):
-    """Apache Kafka in one container (KRaft, broker and controller in one node)."""
+class _InContainer:
+    """What both docker services say about their container."""
+
+    _container: ServiceContainer | None
+    _running: bool
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def container_id(self) -> str | None:
+        """The container's id once started."""
+        return None if self._container is None else self._container.id
+
+    @property
+    def note(self) -> str:
+        """What the start-up line adds: whether testcontainers' Ryuk runs."""
+        return self._container.note if self._container is not None else ""
+
+
+class DockerKafka(_InContainer, KafkaService):
+    """Apache Kafka in one container (KRaft, broker and controller in one node).
+
+    Its address stays the same across :meth:`stop` and :meth:`start` (and so does its data,
+    kept in the container): in bridge mode the client port is published on a fixed free port,
+    in host mode the broker listens on fixed free 127.0.0.1 ports.
+    """
 
     provider = "docker"
     can_restart = True
@@ -102,93 +128,137 @@ class DockerKafka(KafkaService):
             or env.get("MICROBATCH_KAFKA_IMAGE")
             or (f"apache/kafka:{version}" if version else DEFAULT_KAFKA_IMAGE)
         )
+        self.network = docker_network(env)
         self._heap = env.get("MICROBATCH_KAFKA_HEAP_OPTS", "-Xms128m -Xmx384m")
-        self._container: Any = None
+        self._jvm = env.get("MICROBATCH_KAFKA_JVM_OPTS", "")
+        self._container: ServiceContainer | None = None
         self._running = False
 
-    @property
-    def running(self) -> bool:
-        return self._running
-
     def start(self, *, timeout: float = 180.0) -> None:
+        """Start the broker (creating its container the first time); returns once it answers."""
         if self._running:
             return
         if self._container is None:
-            from testcontainers.core.container import DockerContainer
-
-            container = DockerContainer(self.image)
-            host = container.get_docker_client().host()
-            host = "127.0.0.1" if host in ("localhost", "") else host
-            port = free_port()
-            self.bootstrap_servers = f"{host}:{port}"
-            container.with_bind_ports(9092, port)
-            for key, value in _kafka_env(self.bootstrap_servers, self._heap).items():
-                container.with_env(key, value)
+            container = ServiceContainer(
+                self.image, network=self.network, what="Kafka", variable="MICROBATCH_KAFKA_IMAGE"
+            )
             self._container = container
-            container.start()
-            self.description = f"Apache Kafka ({self.image} in Docker)"
+            if self.network == "host":
+                ports = KafkaPorts(*_free_ports(3))
+            else:
+                ports = KafkaPorts(_free_ports(1)[0])
+                container.publish(KAFKA_PORT, ports.client)
+            self.bootstrap_servers = f"{container.host}:{ports.client}"
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            environment = kafka_environment(
+                self.network,
+                host=container.host,
+                ports=ports,
+                heap=self._heap,
+                cluster_id=cluster_id,
+                jvm=self._jvm,
+            )
+            self.description = f"Apache Kafka ({self.image} in Docker, {self.network} network)"
+            container.start(environment=environment)
         else:
-            self._container.get_wrapped_container().start()
+            self._container.start(environment={})
         self._running = True
-        if not self.wait_ready(timeout=timeout, alive=self._container_alive):
-            logs = self._container.get_wrapped_container().logs(tail=40).decode(errors="replace")
+        container = self._container
+        if not self.wait_ready(timeout=timeout, alive=container.alive):
             raise RuntimeError(
                 f"the Kafka container ({self.image}) did not answer on {self.bootstrap_servers} "
-                f"within {timeout:.0f} s; its last log lines:\n{logs}"
+                f"within {timeout:.0f} s ({container.state()}); its last log lines:\n"
+                f"{container.logs()}"
             )
 
-    def _container_alive(self) -> bool:
-        wrapped = self._container.get_wrapped_container()
-        wrapped.reload()
-        return bool(wrapped.status in ("created", "running", "restarting"))
-
     def stop(self, *, graceful: bool = True) -> None:
+        """Stop the broker (``SIGTERM``, a controlled shutdown; ``graceful=False``: ``SIGKILL``),
+        keeping its container, address and data."""
         self._admin = None
         if self._container is not None and self._running:
-            wrapped = self._container.get_wrapped_container()
-            if graceful:
-                wrapped.stop(timeout=30)
-            else:
-                wrapped.kill()
-                wrapped.wait(timeout=30)
+            self._container.stop(graceful=graceful, signal="SIGTERM", timeout=30)
         self._running = False
 
     def close(self) -> None:
         super().close()
         if self._container is not None:
-            self._container.stop()
+            self._container.remove()
             self._container = None
         self._running = False
 
 
-class DockerPostgres(PostgresService):
-    """PostgreSQL in a container (the official ``postgres`` image), superuser ``postgres``."""
+class DockerPostgres(_InContainer, PostgresService):
+    """PostgreSQL in a container (the official ``postgres`` image or one that behaves like it),
+    superuser ``postgres``: without a password (trust) when the daemon runs on this machine,
+    whose loopback alone reaches the server, as with the local provider; with a random one
+    (hidden in ``repr`` and errors) on a remote Docker host.
+
+    Ready once a connection succeeds (the image first runs a server on its unix socket only,
+    and in bridge mode Docker accepts TCP connections before the server listens). It stops and
+    starts again on the same address with the same data (:meth:`stop`, :meth:`start`).
+    """
 
     provider = "docker"
+    can_restart = True
 
     def __init__(self, *, image: str | None = None, environ: Mapping[str, str] | None = None):
         super().__init__()
         env = os.environ if environ is None else environ
         self.image = image or env.get("MICROBATCH_POSTGRES_IMAGE") or DEFAULT_POSTGRES_IMAGE
-        self._container: Any = None
+        self.network = docker_network(env)
+        self._container: ServiceContainer | None = None
+        self._running = False
 
-    def start(self) -> None:
-        """Start the container; returns once the server accepts connections."""
-        try:
-            from testcontainers.community.postgres import PostgresContainer
-        except ImportError:  # testcontainers before the community namespace
-            from testcontainers.postgres import PostgresContainer
+    def start(self, *, timeout: float = 120.0) -> None:
+        """Start the server (creating its container the first time: initdb runs then);
+        returns once it accepts connections."""
+        if self._running:
+            return
+        if self._container is None:
+            container = ServiceContainer(
+                self.image,
+                network=self.network,
+                what="PostgreSQL",
+                variable="MICROBATCH_POSTGRES_IMAGE",
+            )
+            self._container = container
+            port = free_port()
+            container.publish(POSTGRES_PORT, port)
+            environment = {"POSTGRES_USER": "postgres", "POSTGRES_DB": "postgres"}
+            user = "postgres"
+            if container.local:  # reachable from this machine only: no password, as local
+                environment["POSTGRES_HOST_AUTH_METHOD"] = "trust"
+            else:
+                password = secrets.token_hex(12)
+                environment["POSTGRES_PASSWORD"] = password
+                user = f"postgres:{password}"
+            self._address = f"{container.host}:{port}"
+            self.url = f"postgresql+psycopg://{user}@{self._address}/postgres"
+            self.description = f"PostgreSQL ({self.image} in Docker, {self.network} network)"
+            container.start(environment=environment, command=postgres_command(self.network, port))
+        else:
+            self._container.start(environment={})
+        self._running = True
+        container = self._container
+        if not wait_until(
+            self.accepts_connections, timeout=timeout, alive=container.alive, interval=0.1
+        ):
+            raise RuntimeError(
+                f"the PostgreSQL container ({self.image}) did not accept connections on "
+                f"{self._address} within {timeout:.0f} s ({container.state()}); its last log "
+                f"lines:\n{container.logs()}"
+            )
 
-        container = PostgresContainer(
-            self.image, username="postgres", password="postgres", dbname="postgres"
-        )
-        container.with_command("postgres -c fsync=off -c max_connections=200")
-        self._container = container
-        container.start()
-        self.url = sqlalchemy_url(container.get_connection_url())
-        self.description = f"PostgreSQL ({self.image} in Docker)"
+    def stop(self, *, graceful: bool = True) -> None:
+        """Stop the server, keeping its container, address and data: ``graceful`` is
+        PostgreSQL's fast shutdown (``SIGINT``: open sessions end with an error),
+        ``graceful=False`` kills it (``SIGKILL``; the next start recovers from the WAL)."""
+        if self._container is not None and self._running:
+            self._container.stop(graceful=graceful, signal="SIGINT", timeout=30)
+        self._running = False
 
     def close(self) -> None:
         if self._container is not None:
-            self._container.stop()
+            self._container.remove()
             self._container = None
+        self._running = False

@@ -71,6 +71,7 @@ class PostgresService(RestartableService):
     """
 
     service = "PostgreSQL server"
+    restartable_with = "MICROBATCH_SERVICES=local or docker"
 
     def __init__(self, url: str = "", *, description: str = "") -> None:
         self.url = url
@@ -106,6 +107,17 @@ class PostgresService(RestartableService):
             admin.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+    def accepts_connections(self) -> bool:
+        """True when the server answers a query now (one connection attempt, 2 s at most)."""
+        import psycopg
+
+        try:
+            with psycopg.connect(self.dsn, connect_timeout=2) as connection:
+                connection.execute("SELECT 1")
+        except psycopg.OperationalError:
+            return False
+        return True
 
     def _admin(self) -> psycopg.Connection[Any]:
         import psycopg

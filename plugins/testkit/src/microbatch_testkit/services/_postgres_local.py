@@ -154,7 +154,9 @@ class LocalPostgres(PostgresService):
             death_signal="INT",
         )
         process = self._process
-        if not wait_until(self._accepts, timeout=timeout, alive=process.alive, interval=0.05):
+        if not wait_until(
+            self.accepts_connections, timeout=timeout, alive=process.alive, interval=0.05
+        ):
             state = process.kill_unready(timeout)
             self._process = None
             raise RuntimeError(
@@ -207,16 +209,6 @@ class LocalPostgres(PostgresService):
         self._bindir, self._user, self._port = bindir, user, free_port()
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self._port}/postgres"
         self.description = f"PostgreSQL {self.version} (local, {bindir}, {workdir})"
-
-    def _accepts(self) -> bool:
-        import psycopg
-
-        try:
-            with psycopg.connect(self.dsn, connect_timeout=2) as connection:
-                connection.execute("SELECT 1")
-        except psycopg.OperationalError:
-            return False
-        return True
 
     def close(self) -> None:
         self.stop()

@@ -57,7 +57,8 @@ def start_kafka(
     def docker(env: dict[str, str]) -> tuple[KafkaService, str]:
         from ._docker import DockerKafka
 
-        return _started(DockerKafka(environ=env)), ""
+        service = _started(DockerKafka(environ=env))
+        return service, service.note
 
     def local(env: dict[str, str]) -> tuple[KafkaService, str]:
         from ._kafka_local import LocalKafka
@@ -86,7 +87,8 @@ def start_postgres(
     def docker(env: dict[str, str]) -> tuple[PostgresService, str]:
         from ._docker import DockerPostgres
 
-        return _started(DockerPostgres(environ=env)), ""
+        service = _started(DockerPostgres(environ=env))
+        return service, service.note
 
     def local(env: dict[str, str]) -> tuple[PostgresService, str]:
         from ._postgres_local import LocalPostgres

@@ -16,6 +16,10 @@ Per test:
 
 When no provider can serve, tests that use these fixtures are skipped with a message naming
 what to set up, or fail when ``MICROBATCH_REQUIRE_SERVICES=1``.
+
+The marker ``services`` is registered, and added to every test that uses ``kafka_service`` or
+``postgres_service`` (directly or through other fixtures), so that ``pytest -m services`` runs
+exactly the tests that need real services (for instance once more with another provider).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ __all__ = [
     "make_kafka_topic",
     "postgres_database",
     "postgres_service",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
     "pytest_sessionstart",
     "pytest_terminal_summary",
 ]
@@ -113,6 +119,29 @@ def postgres_database(
     yield database
     postgres_service.ensure_running()
     postgres_service.drop_database(database.name)
+
+
+SERVICE_FIXTURES = ("kafka_service", "postgres_service")
+"""The fixtures whose tests get the ``services`` marker."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``services`` marker."""
+    config.addinivalue_line(
+        "markers",
+        "services: needs real Kafka or PostgreSQL (added to every test using kafka_service or "
+        "postgres_service; tests that start services themselves carry it explicitly)",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test whose fixture closure holds a service fixture with ``services``."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if any(name in names for name in SERVICE_FIXTURES) and not item.get_closest_marker(
+            "services"
+        ):
+            item.add_marker(pytest.mark.services)
 
 
 _FIRST_STARTUP = pytest.StashKey[int]()

@@ -96,13 +96,26 @@ def trigger_time(progress: mb.StreamingQueryProgress) -> float:
     return datetime.fromisoformat(progress["timestamp"]).timestamp()
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> float:
+def wait_for(
+    condition: Callable[[], bool], timeout: float = 20.0, query: mb.StreamingQuery | None = None
+) -> float:
+    """When ``condition()`` held; fails after ``timeout`` seconds, showing ``query``'s state."""
     began = time.monotonic()
     while not condition():
         if time.monotonic() - began > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
+            shown = "" if query is None else f": {describe(query)}"
+            pytest.fail(f"condition not met within {timeout} s{shown}")
         time.sleep(0.02)
     return time.monotonic()
+
+
+def describe(query: mb.StreamingQuery) -> str:
+    """The query's status, error and last progress records, for a failure message."""
+    recent = [
+        (p["batchId"], p["numInputRows"], p["sources"][0]["endOffset"])
+        for p in query.recent_progress[-5:]
+    ]
+    return f"status {query.status}, exception {query.exception()!r}, recent progress {recent}"
 
 
 def finish(query: mb.StreamingQuery, timeout: float = 60.0) -> None:
@@ -241,7 +254,7 @@ def test_big_backlog_fires_at_once(
         assert session.table("at_once").num_rows == 0  # 10 < 100, and the delay is an hour
         assert batches(query) == []
         produce(kafka_service, topic, {0: 100, 1: 50}, tag="big")
-        wait_for(lambda: session.table("at_once").num_rows == 160, timeout=20)
+        wait_for(lambda: session.table("at_once").num_rows == 160, timeout=20, query=query)
     finally:
         query.stop()
     assert query.exception() is None

@@ -76,6 +76,7 @@ def test_producer(kafka_service: Any) -> Iterator[Producer]:
     producer = Producer(kafka_service.bootstrap_servers)
     yield producer
     producer._producer.flush(5)
+    producer._producer.close()  # before the broker stops: no reconnect attempts after it
 
 
 @pytest.fixture

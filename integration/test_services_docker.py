@@ -10,6 +10,7 @@ bridge runs. Without a daemon, or without the image, the tests skip; with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -65,8 +66,11 @@ def docker_client() -> Any:
 
 
 def need_image(image: str) -> None:
-    """Skip (or fail) when ``image`` is neither present nor pullable."""
+    """Skip (or fail) when ``image`` is neither present nor pullable; a ``microbatch-local/``
+    image is built on this machine only, so it is never pulled."""
     from docker.errors import DockerException, ImageNotFound
+
+    from microbatch_testkit.services._docker_container import LOCAL_IMAGE_PREFIX
 
     client = docker_client()
     try:
@@ -75,6 +79,11 @@ def need_image(image: str) -> None:
             return
         except ImageNotFound:
             pass
+        if image.startswith(LOCAL_IMAGE_PREFIX):
+            _unavailable(
+                f"the image {image} is not present: it is built locally, by "
+                "`integration/docker/ci-docker.sh images`"
+            )
         try:
             client.images.pull(image)
             return
@@ -233,12 +242,22 @@ _OWNER_SCRIPT = textwrap.dedent(
     from microbatch_testkit.services import DockerKafka, DockerPostgres
     from microbatch_testkit.services import _docker_reaper
 
+    import docker
+
     postgres = DockerPostgres()
     postgres.start()
     kafka = DockerKafka()
     kafka.start()
+    # a third one created and never started: the state between create and start
+    _docker_reaper.track()
+    client = docker.from_env()
+    created = client.containers.create(
+        postgres.image, command=["true"], network_mode="none",
+        labels=_docker_reaper.owner_labels(),
+    )
+    assert created.status == "created"
     print(json.dumps({
-        "containers": [postgres.container_id, kafka.container_id],
+        "containers": [postgres.container_id, kafka.container_id, created.id],
         "token": _docker_reaper.owner_token(),
         "watcher": _docker_reaper.watcher().pid,
     }), flush=True)
@@ -276,8 +295,9 @@ def _ended(pid: int) -> bool:
 
 
 def test_a_killed_owner_leaves_no_container(tmp_path: Path) -> None:
-    """SIGKILL the process that started a PostgreSQL and a Kafka container: its watcher
-    removes both and exits."""
+    """SIGKILL the process that started a PostgreSQL and a Kafka container and created a
+    third one without starting it: its watcher removes all three and exits. Ryuk is disabled
+    in the owner, so the watcher alone can have removed them."""
     import json
 
     from microbatch_testkit.services._docker_reaper import reap
@@ -285,6 +305,7 @@ def test_a_killed_owner_leaves_no_container(tmp_path: Path) -> None:
     need_docker()
     env = {key: value for key, value in os.environ.items() if key not in EXTERNAL}
     env.setdefault("MICROBATCH_DOCKER_NETWORK", _default_network())
+    env["TESTCONTAINERS_RYUK_DISABLED"] = "true"
     need_image(DockerKafka(environ=env).image)
     need_image(DockerPostgres(environ=env).image)
     script = tmp_path / "owner.py"
@@ -300,9 +321,13 @@ def test_a_killed_owner_leaves_no_container(tmp_path: Path) -> None:
         started = json.loads(line)
         client = docker_client()
         try:
+            statuses = []
             for container_id in started["containers"]:
-                labels = client.containers.get(container_id).labels
-                assert labels[OWNER_LABEL] == started["token"]
+                container = client.containers.get(container_id)
+                assert container.labels[OWNER_LABEL] == started["token"]
+                statuses.append(container.status)
+            assert statuses == ["running", "running", "created"]
+            assert _ended(started["watcher"]) is False
             owner.send_signal(signal.SIGKILL)
             owner.wait(timeout=30)
             deadline = time.monotonic() + 60
@@ -330,36 +355,178 @@ def test_a_killed_owner_leaves_no_container(tmp_path: Path) -> None:
             reap(started["token"])
 
 
+RYUK_NOWHERE = "127.0.0.1:9/none/ryuk:0"
+"""A Ryuk image on a registry that cannot answer (loopback, the discard port): a real pull
+attempt that fails at once without leaving this machine."""
+
+
 def test_ryuk_runs_unless_its_image_cannot_be_had(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset, TESTCONTAINERS_RYUK_DISABLED leaves the choice to the provider: Ryuk is disabled
     exactly when its image is neither present nor pullable; set, testcontainers' reading of it
-    stands."""
-    from docker.errors import ImageNotFound
+    stands; with host networking Ryuk is always disabled."""
     from testcontainers.core.config import testcontainers_config as config
 
-    from microbatch_testkit.services._docker_ryuk import ENV_RYUK_DISABLED, _decide
+    from microbatch_testkit.services._docker_ryuk import ENV_RYUK_DISABLED, _decide, prepare_ryuk
+
+    need_docker()
+    present = DockerPostgres().image  # any image this daemon has, tagged as Ryuk's below
+    need_image(present)
+    client = docker_client()
+    tag = "127.0.0.1:9/none/ryuk:present"
+    try:
+        monkeypatch.delenv(ENV_RYUK_DISABLED, raising=False)
+        monkeypatch.setattr(config, "ryuk_image", RYUK_NOWHERE)
+        monkeypatch.setattr(config, "_ryuk_disabled", False)
+        # not present, and the pull (to 127.0.0.1:9) fails: disabled, saying why
+        assert _decide(client) == f"Ryuk disabled: {RYUK_NOWHERE} cannot be pulled"
+        assert config.ryuk_disabled
+
+        # present on the daemon (a tag of a local image): Ryuk stays enabled, no pull
+        client.images.get(present).tag(tag)
+        monkeypatch.setattr(config, "ryuk_image", tag)
+        monkeypatch.setattr(config, "_ryuk_disabled", False)
+        assert _decide(client) == "Ryuk enabled" and not config.ryuk_disabled
+
+        # asked for explicitly: no second guess, even though the image cannot be had
+        monkeypatch.setenv(ENV_RYUK_DISABLED, "false")
+        monkeypatch.setattr(config, "ryuk_image", RYUK_NOWHERE)
+        monkeypatch.setattr(config, "_ryuk_disabled", None)  # testcontainers reads the variable
+        assert _decide(client) == "Ryuk enabled" and not config.ryuk_disabled
+        monkeypatch.setenv(ENV_RYUK_DISABLED, "true")
+        monkeypatch.setattr(config, "_ryuk_disabled", None)
+        assert _decide(client) == "Ryuk disabled" and config.ryuk_disabled
+
+        # host networking: always disabled (Ryuk's container needs the bridge), even when
+        # the variable asks for it and its image is present
+        monkeypatch.setenv(ENV_RYUK_DISABLED, "false")
+        monkeypatch.setattr(config, "ryuk_image", tag)
+        monkeypatch.setattr(config, "_ryuk_disabled", None)
+        assert prepare_ryuk(client, "host") == "Ryuk disabled (host networking)"
+        assert config.ryuk_disabled
+    finally:
+        with contextlib.suppress(Exception):
+            client.images.remove(tag)  # the tag only: the image keeps its own name
+        client.close()
+
+
+def test_bridge_networking_without_a_bridge_names_host_networking() -> None:
+    """On a daemon without a bridge network (``dockerd --bridge=none``) the default bridge
+    mode fails with a ConfigurationError naming MICROBATCH_DOCKER_NETWORK=host, before any
+    container exists."""
+    from microbatch import ConfigurationError
+    from microbatch_testkit.services._docker_network import has_bridge_network
 
     need_docker()
     client = docker_client()
     try:
-        monkeypatch.delenv(ENV_RYUK_DISABLED, raising=False)
-        monkeypatch.setattr(config, "_ryuk_disabled", False)
-        decided = _decide(client)  # looks for the image, then tries one pull
-        try:
-            client.images.get(config.ryuk_image)
-            can_have = True
-        except ImageNotFound:
-            can_have = False
-        if can_have:
-            assert decided.startswith("Ryuk enabled") and not config.ryuk_disabled
-        else:
-            assert decided == f"Ryuk disabled: {config.ryuk_image} cannot be pulled"
-            assert config.ryuk_disabled
-
-        monkeypatch.setenv(ENV_RYUK_DISABLED, "false")  # asked for: no second guess
-        monkeypatch.setattr(config, "_ryuk_disabled", False)
-        assert _decide(client) == "Ryuk enabled" and not config.ryuk_disabled
-        monkeypatch.setattr(config, "_ryuk_disabled", True)  # what "true" reads as
-        assert _decide(client) == "Ryuk disabled"
+        if has_bridge_network(client):
+            pytest.skip("this daemon has a bridge network")
     finally:
         client.close()
+    env = docker_environ("bridge")
+    postgres = DockerPostgres(environ=env)
+    need_image(postgres.image)
+    try:
+        with pytest.raises(ConfigurationError, match="MICROBATCH_DOCKER_NETWORK=host"):
+            postgres.start()
+        assert postgres.container_id is None
+    finally:
+        postgres.close()
+
+
+def test_postgres_that_is_not_the_containers_is_an_error(environ: dict[str, str]) -> None:
+    """Readiness is the container's own server answering (its cluster_name), not any server
+    on the port: a start that finds another name fails clearly."""
+    postgres = DockerPostgres(environ=environ)
+    need_image(postgres.image)
+    postgres.start()
+    try:
+        postgres.stop()
+        postgres._marker = "microbatch-someone-else"  # what another server would answer
+        with pytest.raises(RuntimeError, match="is not this container's"):
+            postgres.start()
+    finally:
+        postgres.close()
+
+
+_OWNER_OUTLIVING_ITS_WATCHER = textwrap.dedent(
+    """
+    import json, sys
+    from microbatch_testkit.services import DockerPostgres
+    from microbatch_testkit.services import _docker_reaper
+
+    postgres = DockerPostgres()
+    postgres.start()
+    print(json.dumps({
+        "container": postgres.container_id,
+        "token": _docker_reaper.owner_token(),
+        "watcher": _docker_reaper.watcher().pid,
+    }), flush=True)
+    sys.stdin.readline()  # the watcher is killed meanwhile; then this process ends, no close()
+    """
+)
+
+
+def test_an_owner_whose_watcher_was_killed_removes_its_containers_at_exit(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL the watcher, then let its owner end normally without closing its service: the
+    owner's exit handler removes the container itself and warns about the watcher."""
+    import json
+
+    from microbatch_testkit.services._docker_reaper import reap
+
+    need_docker()
+    env = {key: value for key, value in os.environ.items() if key not in EXTERNAL}
+    env.setdefault("MICROBATCH_DOCKER_NETWORK", _default_network())
+    env["TESTCONTAINERS_RYUK_DISABLED"] = "true"
+    need_image(DockerPostgres(environ=env).image)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER_OUTLIVING_ITS_WATCHER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    started: dict[str, Any] = {}
+    try:
+        line = _first_line(owner, timeout=120)
+        assert line, "the owner printed nothing"
+        started = json.loads(line)
+        os.kill(started["watcher"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not _ended(started["watcher"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _ended(started["watcher"])
+        _, stderr = owner.communicate("go\n", timeout=90)
+        assert owner.returncode == 0, stderr
+        assert "watcher exited with code -9 before its owner ended" in stderr
+        client = docker_client()
+        try:
+            assert client.containers.list(all=True, filters={"id": started["container"]}) == []
+        finally:
+            client.close()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        if started:
+            reap(started["token"])
+
+
+def test_a_missing_local_image_is_never_pulled(environ: dict[str, str]) -> None:
+    """A ``microbatch-local/`` image can only be built on this machine: when it is missing the
+    start fails at once with what builds it (a missing service: the fixtures skip, or fail
+    with MICROBATCH_REQUIRE_SERVICES=1), without a pull."""
+    from microbatch_testkit.services import ServiceUnavailable
+
+    postgres = DockerPostgres(image="microbatch-local/postgres:no-such-tag", environ=environ)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ServiceUnavailable, match=r"integration/docker/ci-docker\.sh images"):
+            postgres.start()
+        assert time.monotonic() - started < 10
+        assert postgres.container_id is None
+    finally:
+        postgres.close()

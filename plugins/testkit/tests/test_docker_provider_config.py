@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from microbatch import ConfigurationError
-from microbatch_testkit.services import DockerKafka, DockerPostgres, _docker_reaper
+from microbatch_testkit.services import DockerKafka, DockerPostgres
 from microbatch_testkit.services._docker_network import (
     ENV_DOCKER_NETWORK,
     KafkaPorts,
+    daemon_url,
     docker_host_address,
     docker_network,
     kafka_environment,
@@ -125,24 +129,52 @@ def test_postgres_command_per_mode() -> None:
     assert postgres_command("bridge", 41005) == [
         *("postgres", "-c", "fsync=off", "-c", "max_connections=200"),
     ]
+    # the server's name, by which the provider knows the answering server is its container's
+    assert postgres_command("host", 41005, cluster_name="microbatch-ab12")[-2:] == [
+        *("-c", "cluster_name=microbatch-ab12"),
+    ]
 
 
 @pytest.mark.parametrize(
-    ("base_url", "override", "address"),
+    ("base_url", "ssh_host", "daemon"),
     [
-        ("http+docker://localhost", None, ("127.0.0.1", True)),
-        ("http+docker://localnpipe", None, ("127.0.0.1", True)),
-        ("http://127.0.0.1:2375", None, ("127.0.0.1", True)),
-        ("http://docker.example:2375", None, ("docker.example", False)),
-        ("https://10.0.0.7:2376", None, ("10.0.0.7", False)),
-        ("http+docker://localhost", "10.0.0.9", ("10.0.0.9", False)),
-        ("http://10.0.0.7:2375", "localhost", ("127.0.0.1", True)),
+        ("http+docker://localhost", None, "unix://"),  # what docker-py makes of unix://
+        ("http+docker://localnpipe", None, "npipe://"),
+        ("http+docker://ssh", "me@docker.example:2222", "ssh://me@docker.example:2222"),
+        ("http://127.0.0.1:2375", None, "tcp://127.0.0.1:2375"),
+        ("https://10.0.0.7:2376", None, "tcp://10.0.0.7:2376"),
+    ],
+)
+def test_the_daemon_address_from_docker_pys_base_url(
+    base_url: str, ssh_host: str | None, daemon: str
+) -> None:
+    assert daemon_url(base_url, ssh_host) == daemon
+
+
+@pytest.mark.parametrize(
+    ("daemon", "override", "address"),
+    [
+        ("unix:///var/run/docker.sock", None, ("127.0.0.1", True)),
+        ("unix://", None, ("127.0.0.1", True)),
+        ("npipe:////./pipe/docker_engine", None, ("127.0.0.1", True)),
+        ("tcp://127.0.0.1:2375", None, ("127.0.0.1", True)),
+        ("tcp://localhost:2375", None, ("127.0.0.1", True)),
+        ("tcp://[::1]:2375", None, ("127.0.0.1", True)),
+        ("tcp://docker.example:2375", None, ("docker.example", False)),
+        ("tcp://10.0.0.7:2376", None, ("10.0.0.7", False)),
+        # over SSH the daemon is another machine's, whatever the name: a password, no host mode
+        ("ssh://me@docker.example:2222", None, ("docker.example", False)),
+        ("ssh://docker.example", None, ("docker.example", False)),
+        ("ssh://me@localhost", None, ("127.0.0.1", False)),
+        ("unix:///var/run/docker.sock", "10.0.0.9", ("10.0.0.9", False)),
+        ("ssh://me@docker.example", "localhost", ("127.0.0.1", True)),
+        ("tcp://10.0.0.7:2375", "localhost", ("127.0.0.1", True)),
     ],
 )
 def test_the_docker_host_address(
-    base_url: str, override: str | None, address: tuple[str, bool]
+    daemon: str, override: str | None, address: tuple[str, bool]
 ) -> None:
-    assert docker_host_address(base_url, override) == address
+    assert docker_host_address(daemon, override) == address
 
 
 # -- the services marker ------------------------------------------------------------------------
@@ -184,12 +216,6 @@ def test_tests_using_a_service_fixture_get_the_services_marker(pytester: pytest.
 # -- the reaper's watcher -----------------------------------------------------------------------
 
 
-def test_every_container_of_this_process_carries_its_token() -> None:
-    labels = _docker_reaper.owner_labels()
-    assert labels == {"org.microbatch.testkit.owner": _docker_reaper.owner_token()}
-    assert len(_docker_reaper.owner_token()) == 32
-
-
 _WATCHER_SCRIPT = """
 import sys
 from microbatch_testkit.services import _docker_reaper as reaper
@@ -202,9 +228,10 @@ reaper.track()  # a second container: the same watcher
 assert reaper.watcher() is first
 reaper.release()
 assert first.poll() is None  # one container left
-reaper.release()
+reaper.release()  # the last one: the watcher is told nothing is left and exits at once
 assert reaper.watcher() is None
 assert first.returncode == 0  # waited for: no zombie
+reaper.REAP_PATIENCE = 0.5  # no daemon answers here: the watcher gives up soon
 reaper.track()  # a new watcher, left to the exit of this process
 print(first.pid, reaper.watcher().pid, flush=True)
 """
@@ -214,19 +241,111 @@ def _gone(pid: int) -> bool:
     return not Path(f"/proc/{pid}").exists()
 
 
-def test_the_watcher_ends_with_the_last_container_or_its_owner(tmp_path: Path) -> None:
-    """In a process of its own, without a daemon (a socket that does not exist): the watcher
-    comes with the first container, goes with the last one or with its owner, is reaped, and
-    prints nothing."""
-    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
-    done = subprocess.run(
-        [sys.executable, "-c", _WATCHER_SCRIPT],
+def _no_daemon(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+
+
+def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         env=env,
         timeout=60,
         check=False,
     )
-    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+def test_the_watcher_ends_with_the_last_container_or_its_owner(tmp_path: Path) -> None:
+    """In a process of its own, without a daemon (a socket that does not exist): the watcher
+    comes with the first container, goes with the last one or with its owner, is reaped; one
+    that could not reap (no daemon) is reported."""
+    done = _run(_WATCHER_SCRIPT, _no_daemon(tmp_path))
+    assert done.returncode == 0, done.stderr
+    # the second watcher found no daemon to reap with: its non-zero exit is a warning
+    assert done.stderr.strip() == "the testkit's container watcher exited with code 1"
     first, second = (int(pid) for pid in done.stdout.split())
     assert _gone(first) and _gone(second)  # both waited for by their owner
+
+
+def test_a_watcher_that_cannot_come_up_is_an_error(tmp_path: Path) -> None:
+    """The watcher imports ``docker`` before it says it is ready: without the package (here
+    shadowed by one that fails to import) ``track`` fails at once, with the exit code."""
+    broken = tmp_path / "shadow" / "docker"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('no docker here')\n")
+    script = """
+from microbatch_testkit.services import _docker_reaper as reaper
+try:
+    reaper.track()
+except RuntimeError as exc:
+    print(exc)
+print(reaper.watcher(), reaper._tracked)
+"""
+    env = {**_no_daemon(tmp_path), "PYTHONPATH": str(broken.parent)}
+    done = _run(script, env)
+    assert done.returncode == 0, done.stderr
+    message, state = done.stdout.strip().splitlines()
+    assert message.startswith("the testkit's container watcher did not come up (exit code 1)")
+    assert "no container was started" in message
+    assert state == "None 0"  # nothing counted, nothing left running
+
+
+_FORK_SCRIPT = """
+import os, sys, threading, time
+from microbatch_testkit.services import _docker_reaper as reaper
+
+reaper.REAP_PATIENCE = 0.5  # no daemon answers here: the watcher gives up soon
+reaper.track()
+parent_token, watcher = reaper.owner_token(), reaper.watcher()
+# a fork waits while another thread is inside the reaper's lock
+held = threading.Event()
+def hold():
+    with reaper._lock:
+        held.set()
+        time.sleep(0.5)
+threading.Thread(target=hold).start()
+held.wait()
+started = time.monotonic()
+child = os.fork()
+if child == 0:
+    ok = reaper.owner_token() != parent_token and reaper.watcher() is None
+    ok = ok and reaper._tracked == 0 and reaper._lock.acquire(timeout=1)
+    print("child", ok, flush=True)
+    time.sleep(8)  # outlives the parent
+    os._exit(0)
+print("waited", time.monotonic() - started >= 0.4, flush=True)
+print("watcher", watcher.pid, child, flush=True)
+os._exit(0)  # ends without its atexit handler: only the pipe's closing tells the watcher
+"""
+
+
+def test_a_forked_child_owns_nothing_and_the_parents_watcher_still_ends(tmp_path: Path) -> None:
+    """After a fork the child has a token of its own and no watcher, and it holds no copy of
+    the parent's pipe: the parent's watcher ends when the parent does, the child still alive."""
+    env = _no_daemon(tmp_path)
+    env["PYTHONUNBUFFERED"] = "1"
+    process = subprocess.Popen(
+        [sys.executable, "-c", _FORK_SCRIPT], stdout=subprocess.PIPE, text=True, env=env
+    )
+    out, _ = process.communicate(timeout=30)
+    lines = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    assert lines["child"] == "True" and lines["waited"] == "True", out
+    watcher, child = (int(pid) for pid in lines["watcher"].split())
+    deadline = time.monotonic() + 5
+    while not _gone(watcher) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        # the watcher saw its owner end (then failed to reach the absent daemon and exited)
+        assert _gone(watcher) or _zombie(watcher), "the watcher waits on a pipe the child holds"
+        assert not _gone(child), "the child should still be running"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

@@ -113,7 +113,9 @@ class DockerKafka(_InContainer, KafkaService):
 
     Its address stays the same across :meth:`stop` and :meth:`start` (and so does its data,
     kept in the container): in bridge mode the client port is published on a fixed free port,
-    in host mode the broker listens on fixed free 127.0.0.1 ports.
+    in host mode the broker listens on fixed free 127.0.0.1 ports. Ready once the broker
+    answering there reports the cluster id the container was formatted with (another server
+    on the port is an error).
     """
 
     provider = "docker"
@@ -133,6 +135,7 @@ class DockerKafka(_InContainer, KafkaService):
         self._jvm = env.get("MICROBATCH_KAFKA_JVM_OPTS", "")
         self._container: ServiceContainer | None = None
         self._running = False
+        self._cluster_id = ""
 
     def start(self, *, timeout: float = 180.0) -> None:
         """Start the broker (creating its container the first time); returns once it answers."""
@@ -159,6 +162,7 @@ class DockerKafka(_InContainer, KafkaService):
                 jvm=self._jvm,
             )
             self.description = f"Apache Kafka ({self.image} in Docker, {self.network} network)"
+            self._cluster_id = cluster_id
             container.start(environment=environment)
         else:
             self._container.start(environment={})
@@ -169,6 +173,13 @@ class DockerKafka(_InContainer, KafkaService):
                 f"the Kafka container ({self.image}) did not answer on {self.bootstrap_servers} "
                 f"within {timeout:.0f} s ({container.state()}); its last log lines:\n"
                 f"{container.logs()}"
+            )
+        answered = self.admin().list_topics(timeout=10).cluster_id
+        if answered != self._cluster_id or not container.running():
+            raise RuntimeError(
+                f"the Kafka broker answering on {self.bootstrap_servers} is not this "
+                f"container's (cluster id {answered!r}, expected {self._cluster_id!r}; the "
+                f"container is {container.state()}): another server took the port"
             )
 
     def stop(self, *, graceful: bool = True) -> None:
@@ -194,7 +205,9 @@ class DockerPostgres(_InContainer, PostgresService):
     (hidden in ``repr`` and errors) on a remote Docker host.
 
     Ready once a connection succeeds (the image first runs a server on its unix socket only,
-    and in bridge mode Docker accepts TCP connections before the server listens). It stops and
+    and in bridge mode Docker accepts TCP connections before the server listens) to the
+    container's own server: it runs with a ``cluster_name`` of its own, checked then, so that
+    another server on the same port is an error, not a false start. It stops and
     starts again on the same address with the same data (:meth:`stop`, :meth:`start`).
     """
 
@@ -208,6 +221,7 @@ class DockerPostgres(_InContainer, PostgresService):
         self.network = docker_network(env)
         self._container: ServiceContainer | None = None
         self._running = False
+        self._marker = ""
 
     def start(self, *, timeout: float = 120.0) -> None:
         """Start the server (creating its container the first time: initdb runs then);
@@ -235,7 +249,11 @@ class DockerPostgres(_InContainer, PostgresService):
             self._address = f"{container.host}:{port}"
             self.url = f"postgresql+psycopg://{user}@{self._address}/postgres"
             self.description = f"PostgreSQL ({self.image} in Docker, {self.network} network)"
-            container.start(environment=environment, command=postgres_command(self.network, port))
+            self._marker = f"microbatch-{uuid.uuid4().hex[:12]}"
+            container.start(
+                environment=environment,
+                command=postgres_command(self.network, port, cluster_name=self._marker),
+            )
         else:
             self._container.start(environment={})
         self._running = True
@@ -248,6 +266,24 @@ class DockerPostgres(_InContainer, PostgresService):
                 f"{self._address} within {timeout:.0f} s ({container.state()}); its last log "
                 f"lines:\n{container.logs()}"
             )
+        answered = self._cluster_name()
+        if answered != self._marker or not container.running():
+            raise RuntimeError(
+                f"the PostgreSQL server answering on {self._address} is not this container's "
+                f"(cluster_name {answered!r}, expected {self._marker!r}; the container is "
+                f"{container.state()}): another server took the port"
+            )
+
+    def _cluster_name(self) -> str | None:
+        """The answering server's ``cluster_name`` (None when it cannot be read)."""
+        import psycopg
+
+        try:
+            with psycopg.connect(self.dsn, connect_timeout=5) as connection:
+                row = connection.execute("SHOW cluster_name").fetchone()
+        except psycopg.Error:
+            return None
+        return None if row is None else str(row[0])
 
     def stop(self, *, graceful: bool = True) -> None:
         """Stop the server, keeping its container, address and data: ``graceful`` is

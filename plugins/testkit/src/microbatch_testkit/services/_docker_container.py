@@ -15,10 +15,20 @@ from typing import Any
 from microbatch import ConfigurationError
 
 from . import _docker_reaper
-from ._docker_network import ENV_DOCKER_NETWORK, NetworkMode, docker_host_address
+from ._docker_network import (
+    ENV_DOCKER_NETWORK,
+    NetworkMode,
+    daemon_url,
+    docker_host_address,
+    has_bridge_network,
+)
 from ._docker_ryuk import prepare_ryuk
+from ._selection import ServiceUnavailable
 
-__all__ = ["ServiceContainer"]
+__all__ = ["LOCAL_IMAGE_PREFIX", "ServiceContainer"]
+
+LOCAL_IMAGE_PREFIX = "microbatch-local/"
+"""Images built on this machine (``integration/docker/ci-docker.sh images``): never pulled."""
 
 
 class ServiceContainer:
@@ -36,9 +46,9 @@ class ServiceContainer:
         self.image, self.network, self.what, self.variable = image, network, what, variable
         self._container = DockerContainer(image)
         client = self._container.get_docker_client().client
-        self.host, self._local = docker_host_address(
-            client.api.base_url, testcontainers_config.tc_host_override
-        )
+        adapter = getattr(client.api, "_custom_adapter", None)
+        daemon = daemon_url(client.api.base_url, getattr(adapter, "ssh_host", None))
+        self.host, self._local = docker_host_address(daemon, testcontainers_config.tc_host_override)
         if network == "host" and not self._local:
             raise ConfigurationError(
                 f"{ENV_DOCKER_NETWORK}=host needs a Docker daemon on this machine, but it "
@@ -88,7 +98,14 @@ class ServiceContainer:
             # network=None keeps testcontainers from choosing a network of its own.
             kwargs.update(network_mode="host", network=None)
         container.with_kwargs(**kwargs)
-        self._ryuk = prepare_ryuk(container.get_docker_client().client)
+        client = container.get_docker_client().client
+        if self.network == "bridge" and not has_bridge_network(client):
+            raise ConfigurationError(
+                f"the Docker daemon at {self.host} has no bridge network (dockerd "
+                f"--bridge=none?), which {ENV_DOCKER_NETWORK}=bridge (the default) needs: set "
+                f"{ENV_DOCKER_NETWORK}=host to run the containers with host networking"
+            )
+        self._ryuk = prepare_ryuk(client, self.network)
         self._need_image()
         _docker_reaper.track()
         self._tracked = True
@@ -98,7 +115,9 @@ class ServiceContainer:
             self._wrapped = container._container
 
     def _need_image(self) -> None:
-        """Pull the image unless present; a clear error when it can be neither."""
+        """Pull the image unless present; a clear error when it can be neither. A
+        ``microbatch-local/`` image is built on this machine, never pulled: its absence is a
+        ``ServiceUnavailable`` naming the script that builds it."""
         from docker.errors import DockerException, ImageNotFound
 
         client = self._container.get_docker_client().client
@@ -107,6 +126,14 @@ class ServiceContainer:
             return
         except ImageNotFound:
             pass
+        if self._container.image.startswith(LOCAL_IMAGE_PREFIX):
+            # what a missing service is: the fixtures skip (or fail when services are required)
+            raise ServiceUnavailable(
+                f"the {self.what} image {self._container.image} is not present: images named "
+                f"{LOCAL_IMAGE_PREFIX}... are built locally, by "
+                f"`integration/docker/ci-docker.sh images`, never pulled (or name another "
+                f"image in {self.variable})"
+            )
         try:
             client.images.pull(self._container.image)
         except DockerException as exc:
@@ -116,6 +143,10 @@ class ServiceContainer:
                 f"pulled ({lines[0][:300] if lines else type(exc).__name__}): pull or build it, "
                 f"or name an image this daemon has in {self.variable}"
             ) from None
+
+    def running(self) -> bool:
+        """True while the container's main process runs."""
+        return self.alive() and self._wrapped.status == "running"
 
     def alive(self) -> bool:
         """True while the container is created, running or restarting."""

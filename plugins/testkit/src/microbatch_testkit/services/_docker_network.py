@@ -25,6 +25,7 @@ __all__ = [
     "NETWORK_MODES",
     "KafkaPorts",
     "NetworkMode",
+    "daemon_url",
     "docker_host_address",
     "docker_network",
     "has_bridge_network",
@@ -69,24 +70,41 @@ def docker_network(environ: Mapping[str, str] | None = None) -> NetworkMode:
     )
 
 
-def docker_host_address(base_url: str, override: str | None = None) -> tuple[str, bool]:
-    """The address of the Docker host as this process reaches it, and whether it is this
-    machine: ``127.0.0.1`` for a local socket, else the host of ``tcp://host:port`` (or
-    testcontainers' ``TC_HOST`` override)."""
-    if override:
-        local = override in ("localhost", "127.0.0.1", "::1")
-        return ("127.0.0.1" if override == "localhost" else override), local
+def daemon_url(base_url: str, ssh_host: str | None = None) -> str:
+    """The daemon's address in ``DOCKER_HOST`` form from docker-py's ``APIClient.base_url``
+    (``http+docker://localhost`` is a unix socket, ``http+docker://ssh`` the ``ssh_host`` its
+    SSH adapter holds, ``http(s)://host:port`` a TCP address)."""
     url = urllib.parse.urlparse(base_url)
+    if url.scheme == "http+docker":
+        if url.hostname == "ssh":
+            return f"ssh://{ssh_host or ''}"
+        return "npipe://" if url.hostname == "localnpipe" else "unix://"
+    if url.scheme in ("http", "https"):
+        return f"tcp://{url.netloc}"
+    return base_url
+
+
+_LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def docker_host_address(daemon: str, override: str | None = None) -> tuple[str, bool]:
+    """The address of the Docker host as this process reaches it, and whether it is this
+    machine, from the daemon's address (``DOCKER_HOST`` form, see :func:`daemon_url`).
+
+    Local only for a unix socket (or Windows' named pipe) and ``tcp://`` to localhost,
+    127.0.0.1 or ::1 (address 127.0.0.1); anything else, ``ssh://`` included, is a remote
+    host named by its host part. testcontainers' ``TC_HOST`` ``override`` wins.
+    """
+    if override:
+        local = override in _LOCAL_NAMES
+        return ("127.0.0.1" if override == "localhost" else override), local
+    url = urllib.parse.urlparse(daemon)
     hostname = url.hostname or ""
-    if url.scheme in ("http+unix", "unix", "npipe", "http+docker") or hostname in (
-        "",
-        "localhost",
-        "localnpipe",
-        "127.0.0.1",
-        "::1",
-    ):
+    if url.scheme in ("unix", "npipe", "http+unix"):
         return "127.0.0.1", True
-    return hostname, False
+    if url.scheme in ("tcp", "http", "https") and hostname in _LOCAL_NAMES:
+        return "127.0.0.1", True
+    return ("127.0.0.1" if hostname == "localhost" else hostname), False
 
 
 def has_bridge_network(client: Any) -> bool:
@@ -159,9 +177,12 @@ def kafka_environment(
     return env
 
 
-def postgres_command(mode: NetworkMode, port: int) -> list[str]:
-    """The container's command: ``postgres -c ...`` (in host mode on 127.0.0.1:``port``)."""
+def postgres_command(mode: NetworkMode, port: int, *, cluster_name: str = "") -> list[str]:
+    """The container's command: ``postgres -c ...`` (in host mode on 127.0.0.1:``port``);
+    ``cluster_name`` names the server (how the provider knows it is the one answering)."""
     settings = ["fsync=off", "max_connections=200"]
+    if cluster_name:
+        settings.append(f"cluster_name={cluster_name}")
     if mode == "host":
         settings = [f"port={port}", "listen_addresses=127.0.0.1", *settings]
     command = ["postgres"]

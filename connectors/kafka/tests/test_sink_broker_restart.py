@@ -77,6 +77,7 @@ def test_a_restarted_exactly_once_query_rides_through_a_broker_restart(
         "kafka.bootstrap.servers": restartable.bootstrap_servers,
         "topic": topic,
         "exactlyOnce": "true",
+        "exactlyOnceTimeout": "20 seconds",  # a call hung by the restart costs 25 s, not 65
         **FAST,
     }
     checkpoint = str(tmp_path / "cp")
@@ -107,6 +108,8 @@ def test_a_restarted_exactly_once_query_rides_through_a_broker_restart(
     retries = sum(progress.get("batchRetries", 0) for progress in query.recent_progress)
     assert retries >= 1, "a batch of the outage should have failed and been retried"
     # producers dropped with a transaction open were closed once their successor started
-    assert [pid for pid, _ in _transactions._RETIRED if pid == os.getpid()] == []
+    # (one whose abandoned call has not returned yet stays until it has)
+    retired = _transactions._RETIRED
+    assert [pid for pid, _, stuck in retired if pid == os.getpid() and not stuck] == []
     values = sorted(r["value"].decode() for r in read_records(restartable, topic))
     assert values == sorted(v for table in batches for v in table.column("value").to_pylist())

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -340,4 +341,107 @@ def test_a_fenced_writer_stays_fenced_and_never_fences_the_live_one(query: Query
     with pytest.raises(SinkError, match=r"is this query running twice\?"):
         query.commit(first, 2, ["zombie"])
     query.commit(second, 2, ["c"])  # the live writer was not fenced
+    assert sorted(query.committed_values()) == ["a", "b", "c"]
+
+
+def _hanging_producer(what: str, *, landed: bool, hung: threading.Event) -> type:
+    """A producer class whose first ``what`` call hangs as librdkafka's can after a broker
+    restart (confluentinc/librdkafka#5456): before it reaches the client, or after the
+    client did its work (``landed``). It sets ``hung`` and stays until the process ends or
+    ``hung`` is cleared (then it returns, its result thrown away)."""
+    from confluent_kafka import Producer
+
+    calls: list[str] = []
+
+    def hanging(self: Any, *args: Any) -> Any:
+        real = getattr(Producer, what)
+        if calls:
+            return real(self, *args)
+        calls.append(what)
+        if landed:
+            real(self, *args)
+        hung.set()
+        while hung.is_set():
+            time.sleep(0.05)
+        return None
+
+    return type("HangingProducer", (Producer,), {what: hanging})
+
+
+@pytest.mark.parametrize(
+    ("what", "landed"),
+    [
+        ("init_transactions", True),
+        ("send_offsets_to_transaction", False),
+        ("commit_transaction", False),
+        ("commit_transaction", True),
+    ],
+)
+def test_a_call_that_hangs_is_abandoned_and_its_batch_retried_once(
+    query: Query, monkeypatch: pytest.MonkeyPatch, what: str, landed: bool
+) -> None:
+    """A transactional call that outlives exactlyOnceTimeout (plus a grace) fails the batch
+    as retriable; the retry's new producer fences the stuck one and finds from the marker
+    whether the batch landed: every batch is there once."""
+    from microbatch_kafka import _transactions
+
+    hung = threading.Event()
+    producer = _hanging_producer(what, landed=landed, hung=hung)
+    monkeypatch.setattr(_transactions, "Producer", producer)
+    writer = query.writer(exactlyOnceTimeout="2 seconds")
+    try:
+        started = time.monotonic()
+        with pytest.raises(SinkError, match=f"Kafka {what} did not return within 7 s") as raised:
+            query.commit(writer, 0, ["a"])
+        assert hung.is_set() and time.monotonic() - started < 20
+        assert any(isinstance(link, RetriableError) for link in cause_chain(raised.value))
+        query.commit(writer, 0, ["a"])  # the engine's retry of the batch
+        query.commit(writer, 1, ["b"])
+    finally:
+        hung.clear()  # the abandoned call returns
+    assert sorted(query.committed_values()) == ["a", "b"]
+    stuck = [entry for entry in _transactions._RETIRED if entry[0] == os.getpid()]
+    assert [entry[2] for entry in stuck if entry[2] is None] == []  # only the abandoned one
+    for _, _, thread in stuck:
+        assert thread is not None
+        thread.join(10)
+    query.commit(query.writer(last_committed=1), 2, ["c"])  # a new producer closes it now
+    assert not [entry for entry in _transactions._RETIRED if entry[0] == os.getpid()]
+    assert sorted(query.committed_values()) == ["a", "b", "c"]
+
+
+def test_a_process_killed_while_its_landed_commit_hangs_is_written_once(
+    query: Query, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """commit_transaction landed, then hung; the process is SIGKILLed while it hangs. The
+    restarted query's retry of that batch finds it applied: written once."""
+    from microbatch_kafka import _transactions
+
+    first = query.writer()
+    query.commit(first, 0, ["a"])
+    first.stop()
+    ready, tell = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(ready)
+            hung = threading.Event()
+            producer = _hanging_producer("commit_transaction", landed=True, hung=hung)
+            monkeypatch.setattr(_transactions, "Producer", producer)
+            writer = query.writer(last_committed=0)
+            threading.Thread(target=lambda: hung.wait() and os.write(tell, b"H")).start()
+            query.commit(writer, 1, ["b"])
+        finally:
+            os._exit(3)  # reached only when the commit did not hang
+    os.close(tell)
+    try:
+        assert os.read(ready, 1) == b"H", "the child's commit did not hang"
+    finally:
+        os.close(ready)
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status), status
+    writer = query.writer(last_committed=0)  # the restarted query retries batch 1
+    query.commit(writer, 1, ["b"])
+    query.commit(writer, 2, ["c"])
     assert sorted(query.committed_values()) == ["a", "b", "c"]

@@ -311,11 +311,11 @@ child = os.fork()
 if child == 0:
     ok = reaper.owner_token() != parent_token and reaper.watcher() is None
     ok = ok and reaper._tracked == 0 and reaper._lock.acquire(timeout=1)
-    print("child", ok, flush=True)
+    os.write(1, f"child {ok}\\n".encode())  # one write each: the two processes share the pipe
     time.sleep(8)  # outlives the parent
     os._exit(0)
-print("waited", time.monotonic() - started >= 0.4, flush=True)
-print("watcher", watcher.pid, child, flush=True)
+waited = time.monotonic() - started >= 0.4
+os.write(1, f"waited {waited}\\nwatcher {watcher.pid} {child}\\n".encode())
 os._exit(0)  # ends without its atexit handler: only the pipe's closing tells the watcher
 """
 

@@ -6,6 +6,8 @@ the settings that would break what the sink relies on are refused, saying what t
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from microbatch import Option, Options, OptionSpec, Rule
 
 from ._client_config import PREFIX, SECRET_KEYS, client_settings, refuses, requires_bootstrap
@@ -38,6 +40,10 @@ REFUSED = {
 
 def _not_blank(value: str) -> str | None:
     return None if value.strip() else "must not be empty"
+
+
+def _positive(value: timedelta) -> str | None:
+    return None if value > timedelta(0) else "must be more than 0"
 
 
 def _idempotence_kept(options: Options) -> bool:
@@ -92,6 +98,19 @@ SINK_OPTIONS = OptionSpec(
             "With exactlyOnce, when the batch marker expired and a batch was being committed "
             "when the query stopped: fail (default), rewrite it (may duplicate) or skip it "
             "(may lose it)."
+        ),
+    ),
+    Option(
+        name="exactlyOnceTimeout",
+        type="duration",
+        default=timedelta(seconds=60),
+        validate=_positive,
+        doc=(
+            "With exactlyOnce: how long each transactional call (init, commit, abort, the "
+            "marker's offsets) may take. One that has not returned a few seconds later (the "
+            "client can wait far longer for a coordinator after a broker restart) is "
+            "abandoned with its producer, and the batch is retried with a new producer, "
+            "which fences the old one."
         ),
     ),
     prefixes=(PREFIX,),

@@ -69,7 +69,11 @@ REFRESH_SECONDS = 24 * 3600.0
 """How often a running query without batches commits its marker again (an empty
 transaction), so that it does not expire while the query waits for data."""
 TIMEOUT = 60.0
-"""Seconds each transactional call may take."""
+"""Seconds each transactional call may take (the ``exactlyOnceTimeout`` option's default)."""
+GRACE = 5.0
+"""Seconds past its own timeout after which a call that has not returned is abandoned:
+librdkafka can wait far longer for a transaction or group coordinator after a broker restart
+(confluentinc/librdkafka#5456, #5511)."""
 CLOSE_TIMEOUT = 10.0
 """Seconds ``stop()`` waits for the abort of an open transaction (a broker that is away
 would hold the query's stop for the whole call timeout); the next run's
@@ -117,11 +121,42 @@ _PRODUCER_ONLY = {
 # Handles made before a fork: the child keeps them referenced and never calls them
 # (destroying a librdkafka handle whose threads did not survive the fork would hang).
 _INHERITED: list[Any] = []
-# Producers dropped with a transaction open (a retriable failure), with their process id:
-# closing one then could wait for a broker that is gone (its close() aborts the
-# transaction); they are closed once a newer producer's init_transactions() settled it.
-_RETIRED: list[tuple[int, Any]] = []
+# Producers dropped with a transaction open (a retriable failure), with their process id and
+# the thread of a call they never returned from (or None): closing one then could wait for a
+# broker that is gone (its close() aborts the transaction); they are closed once a newer
+# producer's init_transactions() settled it, and once that thread has ended.
+_RETIRED: list[tuple[int, Any, threading.Thread | None]] = []
 _RETIRED_LOCK = threading.Lock()
+
+
+class _Overran(Exception):
+    """A client call that had not returned when its deadline passed."""
+
+    def __init__(self, thread: threading.Thread) -> None:
+        super().__init__(thread.name)
+        self.thread = thread
+
+
+def _bounded(call: Callable[[], Any], limit: float, what: str) -> Any:
+    """``call()`` on a thread of its own: its result or its exception, or :class:`_Overran`
+    when it has not returned after ``limit`` seconds (the thread is then left to it)."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # handed to the caller
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=f"kafka-sink-{what}", daemon=True)
+    thread.start()
+    thread.join(limit)
+    if not outcome:
+        raise _Overran(thread)
+    returned, value = outcome[0]
+    if returned:
+        return value
+    raise value
 
 
 def transactional_config(settings: Mapping[str, Any], transactional_id: str) -> dict[str, Any]:
@@ -265,13 +300,21 @@ class Transactions:
         """Abort the transaction this process has open, if any (best effort)."""
         if not self._open or self._pid != os.getpid():
             return
+        producer, seconds = self._producer, self._timeout if timeout is None else timeout
         try:
-            self._producer.abort_transaction(self._timeout if timeout is None else timeout)
+            _bounded(lambda: producer.abort_transaction(seconds), seconds + GRACE, "abort")
             self._open = False
             self._began = None
         except KafkaException as exc:
             log.warning("Kafka sink: abort_transaction failed: %s", exc.args[0].str())
             self._drop()  # a new producer's init_transactions() settles it
+        except _Overran as overran:
+            log.warning(
+                "Kafka sink: abort_transaction did not return within %.0f s: the producer is "
+                "abandoned (the next one's init_transactions() aborts its transaction)",
+                seconds + GRACE,
+            )
+            self._drop(stuck=overran.thread)
 
     # -- the producer -----------------------------------------------------------------------
     def _start(self) -> None:
@@ -314,15 +357,17 @@ class Transactions:
                 "exactlyOnceMarkerTopic to an existing topic"
             )
 
-    def _drop(self) -> None:
+    def _drop(self, stuck: threading.Thread | None = None) -> None:
         """Forget the producer (a retry makes a new one, whose ``init_transactions`` settles
-        what this one left) without flushing what it still holds."""
+        what this one left) without flushing what it still holds; ``stuck``: the thread of a
+        call that never returned, still inside the producer."""
         producer, consumer = self._producer, self._consumer
-        if self._open and producer is not None:
+        if (self._open or stuck is not None) and producer is not None:
             # close() would try to abort the open transaction, which may wait for a broker
-            # that is gone: keep the handle (never destroyed in a forked child) instead
+            # that is gone, and must not run while a call is inside: keep the handle (never
+            # destroyed in a forked child) instead
             with _RETIRED_LOCK:
-                _RETIRED.append((os.getpid(), producer))
+                _RETIRED.append((os.getpid(), producer, stuck))
             producer = None
         self._producer = self._consumer = None
         self._pid = None
@@ -402,10 +447,23 @@ class Transactions:
 
     def _call(self, call: Callable[[], Any], what: str) -> Any:
         """Run a transactional call; its errors become :class:`SinkError`s that say what to
-        do (fenced: another writer; retriable: the batch is retried with a new producer)."""
+        do (fenced: another writer; retriable: the batch is retried with a new producer).
+
+        The call runs under a deadline, :data:`GRACE` seconds past its own timeout: one
+        still inside librdkafka then is abandoned with its producer, and the batch is
+        retried with a new producer, whose ``init_transactions()`` fences the old one and
+        settles its transaction (a commit that landed is then found in the marker)."""
+        limit = self._deadline(what)
         try:
             try:
-                return call()
+                return _bounded(call, limit, what)
+            except _Overran as overran:
+                self._drop(stuck=overran.thread)
+                raise SinkError(
+                    f"Kafka {what} did not return within {limit:.0f} s (the client can wait "
+                    "far longer for a coordinator after a broker restart); the producer is "
+                    "abandoned and the batch is retried with a new one"
+                ) from RetriableError(f"{what} timed out")
             except SystemError as wrapped:
                 # confluent-kafka: a fatal error raised while a delivery callback runs
                 # surfaces as a SystemError, with the KafkaException as its context or
@@ -449,6 +507,12 @@ class Transactions:
                 raise SinkError(f"{text}; the batch is retried") from RetriableError(error.str())
             raise SinkError(text) from exc
 
+    def _deadline(self, what: str) -> float:
+        """Seconds a call may take before it is abandoned."""
+        if what == "flush":
+            return delivery_timeout(producer_settings(self._settings)) + GRACE
+        return self._timeout + GRACE
+
     def _refuse_if_fenced(self) -> None:
         if self._fenced is not None:
             raise SinkError(f"{self._fenced}; this writer stays stopped")
@@ -484,7 +548,14 @@ class Transactions:
         producer = self._producer
         if producer is None or not self._open:
             return
-        producer.abort_transaction(self._timeout)  # a KafkaException goes to _call's handler
+        try:  # a KafkaException goes to _call's handler
+            _bounded(lambda: producer.abort_transaction(self._timeout), self._deadline(what), what)
+        except _Overran as overran:
+            self._drop(stuck=overran.thread)
+            raise SinkError(
+                f"Kafka {what} failed without an error from the client, and the abort of its "
+                "transaction did not return; the batch is retried with a new producer"
+            ) from RetriableError(what)
         self._open = False
         self._drop()
         raise SinkError(
@@ -592,10 +663,15 @@ def _purge(producer: Any) -> None:
 
 
 def _close_retired() -> None:
-    """Destroy the retired producers made in this process."""
+    """Destroy the retired producers made in this process (one whose abandoned call has
+    not returned yet stays until it has)."""
+
+    def closable(entry: tuple[int, Any, threading.Thread | None]) -> bool:
+        return entry[0] == os.getpid() and (entry[2] is None or not entry[2].is_alive())
+
     with _RETIRED_LOCK:
-        mine = [entry for entry in _RETIRED if entry[0] == os.getpid()]
-        _RETIRED[:] = [entry for entry in _RETIRED if entry[0] != os.getpid()]
+        mine = [entry for entry in _RETIRED if closable(entry)]
+        _RETIRED[:] = [entry for entry in _RETIRED if not closable(entry)]
     for entry in mine:
         try:
             _purge(entry[1])

@@ -70,6 +70,7 @@ class KafkaSink(Sink):
             prefix=self.opts.transactional_id_prefix,
             marker_topic=self.opts.exactly_once_marker_topic or self.opts.topic,
             unknown_batch=self.opts.exactly_once_unknown_batch,
+            timeout=self.opts.exactly_once_timeout.total_seconds(),
         )
 
     def _check_settings(self, settings: Mapping[str, Any]) -> None:
@@ -188,6 +189,7 @@ class ExactlyOnceStreamWriter(StreamWriter):
         prefix: str,
         marker_topic: str,
         unknown_batch: str,
+        timeout: float,
     ) -> None:
         self._settings = dict(settings)
         self._layout = layout
@@ -196,6 +198,7 @@ class ExactlyOnceStreamWriter(StreamWriter):
         self._prefix = prefix
         self._marker_topic = marker_topic
         self._unknown_batch = unknown_batch
+        self._timeout = timeout
         self._transactions: Any = None
 
     def __repr__(self) -> str:
@@ -220,6 +223,7 @@ class ExactlyOnceStreamWriter(StreamWriter):
                 state=self._context.state,
                 last_committed_batch_id=self._context.last_committed_batch_id,
                 unknown_batch=self._unknown_batch,
+                timeout=self._timeout,
             )
         return self._transactions
 

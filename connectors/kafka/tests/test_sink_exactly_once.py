@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -344,11 +345,13 @@ def test_a_fenced_writer_stays_fenced_and_never_fences_the_live_one(query: Query
     assert sorted(query.committed_values()) == ["a", "b", "c"]
 
 
-def _hanging_producer(what: str, *, landed: bool, hung: threading.Event) -> type:
+def _hanging_producer(
+    what: str, *, landed: bool, hung: threading.Event, finish_late: bool = False
+) -> type:
     """A producer class whose first ``what`` call hangs as librdkafka's can after a broker
     restart (confluentinc/librdkafka#5456): before it reaches the client, or after the
     client did its work (``landed``). It sets ``hung`` and stays until the process ends or
-    ``hung`` is cleared (then it returns, its result thrown away)."""
+    ``hung`` is cleared; then it returns (doing the call only then with ``finish_late``)."""
     from confluent_kafka import Producer
 
     calls: list[str] = []
@@ -363,9 +366,16 @@ def _hanging_producer(what: str, *, landed: bool, hung: threading.Event) -> type
         hung.set()
         while hung.is_set():
             time.sleep(0.05)
-        return None
+        return real(self, *args) if finish_late else None
 
     return type("HangingProducer", (Producer,), {what: hanging})
+
+
+def _retired_since(before: list[Any]) -> list[Any]:
+    """The producers of this process set aside since ``before`` was taken."""
+    from microbatch_kafka import _transactions
+
+    return [e for e in _transactions._RETIRED if e[0] == os.getpid() and e not in before]
 
 
 @pytest.mark.parametrize(
@@ -382,9 +392,11 @@ def test_a_call_that_hangs_is_abandoned_and_its_batch_retried_once(
 ) -> None:
     """A transactional call that outlives exactlyOnceTimeout (plus a grace) fails the batch
     as retriable; the retry's new producer fences the stuck one and finds from the marker
-    whether the batch landed: every batch is there once."""
+    whether the batch landed: every batch is there once. The stuck producer is kept (never
+    closed while its call is inside) and closed by a later producer once the call returned."""
     from microbatch_kafka import _transactions
 
+    before = list(_transactions._RETIRED)
     hung = threading.Event()
     producer = _hanging_producer(what, landed=landed, hung=hung)
     monkeypatch.setattr(_transactions, "Producer", producer)
@@ -397,23 +409,48 @@ def test_a_call_that_hangs_is_abandoned_and_its_batch_retried_once(
         assert any(isinstance(link, RetriableError) for link in cause_chain(raised.value))
         query.commit(writer, 0, ["a"])  # the engine's retry of the batch
         query.commit(writer, 1, ["b"])
+        stuck = _retired_since(before)
+        assert len(stuck) == 1 and stuck[0][2] is not None and stuck[0][2].is_alive(), stuck
     finally:
         hung.clear()  # the abandoned call returns
     assert sorted(query.committed_values()) == ["a", "b"]
-    stuck = [entry for entry in _transactions._RETIRED if entry[0] == os.getpid()]
-    assert [entry[2] for entry in stuck if entry[2] is None] == []  # only the abandoned one
-    for _, _, thread in stuck:
-        assert thread is not None
-        thread.join(10)
+    stuck[0][2].join(10)
     query.commit(query.writer(last_committed=1), 2, ["c"])  # a new producer closes it now
-    assert not [entry for entry in _transactions._RETIRED if entry[0] == os.getpid()]
+    assert _retired_since(before) == []
     assert sorted(query.committed_values()) == ["a", "b", "c"]
 
 
-def test_a_process_killed_while_its_landed_commit_hangs_is_written_once(
+def test_an_abandoned_init_that_completes_late_fences_once_and_is_retried(
     query: Query, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """commit_transaction landed, then hung; the process is SIGKILLed while it hangs. The
+    """An abandoned init_transactions() that gets its producer id after its successor
+    started fences the successor: that fence is retried (once), not taken for a second
+    writer of the query."""
+    from microbatch_kafka import _transactions
+
+    hung = threading.Event()
+    producer = _hanging_producer("init_transactions", landed=False, hung=hung, finish_late=True)
+    monkeypatch.setattr(_transactions, "Producer", producer)
+    writer = query.writer(exactlyOnceTimeout="2 seconds")
+    before = list(_transactions._RETIRED)
+    with pytest.raises(SinkError, match="init_transactions did not return"):
+        query.commit(writer, 0, ["a"])
+    query.commit(writer, 0, ["a"])  # the retry's producer starts
+    (late,) = _retired_since(before)
+    hung.clear()  # the abandoned init_transactions() completes now, bumping the epoch
+    late[2].join(30)
+    with pytest.raises(SinkError, match="most likely by this writer's own") as raised:
+        query.commit(writer, 1, ["b"])
+    assert any(isinstance(link, RetriableError) for link in cause_chain(raised.value))
+    query.commit(writer, 1, ["b"])
+    assert sorted(query.committed_values()) == ["a", "b"]
+
+
+def test_a_process_killed_after_its_hung_commit_was_abandoned_is_written_once(
+    query: Query, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """commit_transaction landed, then hung past its deadline: the batch failed as retriable
+    while the call stays stuck inside the client, and the process is SIGKILLed then. The
     restarted query's retry of that batch finds it applied: written once."""
     from microbatch_kafka import _transactions
 
@@ -428,18 +465,24 @@ def test_a_process_killed_while_its_landed_commit_hangs_is_written_once(
             hung = threading.Event()
             producer = _hanging_producer("commit_transaction", landed=True, hung=hung)
             monkeypatch.setattr(_transactions, "Producer", producer)
-            writer = query.writer(last_committed=0)
-            threading.Thread(target=lambda: hung.wait() and os.write(tell, b"H")).start()
-            query.commit(writer, 1, ["b"])
+            writer = query.writer(last_committed=0, exactlyOnceTimeout="2 seconds")
+            try:
+                query.commit(writer, 1, ["b"])
+            except SinkError as error:
+                if "did not return within" in str(error) and hung.is_set():
+                    os.write(tell, b"A")  # abandoned, and the call still hangs
+                    time.sleep(60)
         finally:
-            os._exit(3)  # reached only when the commit did not hang
+            os._exit(3)
     os.close(tell)
     try:
-        assert os.read(ready, 1) == b"H", "the child's commit did not hang"
+        readable, _, _ = select.select([ready], [], [], 60)
+        told = os.read(ready, 1) if readable else b""
     finally:
         os.close(ready)
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
+    assert told == b"A", "the child's hung commit was not abandoned in time"
     assert os.WIFSIGNALED(status), status
     writer = query.writer(last_committed=0)  # the restarted query retries batch 1
     query.commit(writer, 1, ["b"])

@@ -127,6 +127,9 @@ _INHERITED: list[Any] = []
 # producer's init_transactions() settled it, and once that thread has ended.
 _RETIRED: list[tuple[int, Any, threading.Thread | None]] = []
 _RETIRED_LOCK = threading.Lock()
+# Marker consumers whose call was abandoned (with their process id and that call's thread):
+# destroying one while the call is inside it would crash, so they are kept, never closed.
+_STRANDED: list[tuple[int, Any, threading.Thread]] = []
 
 
 class _Overran(Exception):
@@ -149,7 +152,10 @@ def _bounded(call: Callable[[], Any], limit: float, what: str) -> Any:
             outcome.append((False, exc))
 
     thread = threading.Thread(target=run, name=f"kafka-sink-{what}", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (at interpreter shutdown): call it here
+        return call()
     thread.join(limit)
     if not outcome:
         raise _Overran(thread)
@@ -223,6 +229,9 @@ class Transactions:
         self._clock = clock
         self._began: float | None = None  # clock() when the open transaction began
         self._fenced: str | None = None  # why this writer was fenced: it stays so
+        # an abandoned init_transactions() may still get its producer id later, fencing the
+        # producer that replaced it: the next fence is then this writer's own doing
+        self._abandoned_init = False
         self._timed_out: set[int] = set()  # batches whose transaction outlived its timeout
         self._batch: int | None = None  # the batch of the open transaction
         self._transaction_timeout_ms = _millis(
@@ -340,8 +349,11 @@ class Transactions:
             }
         )
         try:
-            self._consumer = Consumer(consumer_config)
-            topics = self._consumer.list_topics(timeout=self._timeout).topics  # never creates
+            self._consumer = consumer = Consumer(consumer_config)
+            topics = self._consumer_call(
+                lambda: consumer.list_topics(timeout=self._timeout).topics,  # never creates
+                "the metadata of the marker topic",
+            )
         except KafkaException as exc:  # the broker went away after init_transactions()
             error = exc.args[0]
             self._drop()
@@ -442,8 +454,10 @@ class Transactions:
         with self._lock:
             if self._pid != os.getpid():
                 return  # made in another process: not ours to touch
-            self.abort_open(timeout=min(self._timeout, CLOSE_TIMEOUT))
-            self._drop()
+            try:
+                self.abort_open(timeout=min(self._timeout, CLOSE_TIMEOUT))
+            finally:
+                self._drop()
 
     def _call(self, call: Callable[[], Any], what: str) -> Any:
         """Run a transactional call; its errors become :class:`SinkError`s that say what to
@@ -459,6 +473,7 @@ class Transactions:
                 return _bounded(call, limit, what)
             except _Overran as overran:
                 self._drop(stuck=overran.thread)
+                self._abandoned_init = self._abandoned_init or what == "init_transactions"
                 raise SinkError(
                     f"Kafka {what} did not return within {limit:.0f} s (the client can wait "
                     "far longer for a coordinator after a broker restart); the producer is "
@@ -482,6 +497,14 @@ class Transactions:
             if error.code() in _FENCED:
                 self._timed_out_instead(what, error, exc)
                 self._drop()
+                if self._abandoned_init:  # once: a second fence is another writer's
+                    self._abandoned_init = False
+                    raise SinkError(
+                        f"Kafka producer fenced during {what}, most likely by this writer's "
+                        "own init_transactions() that was abandoned earlier and has now "
+                        f"completed ({error.str()} [{error.name()}]); the batch is retried "
+                        "with a new producer"
+                    ) from RetriableError(error.str())
                 # for good: a new producer's init_transactions() would fence the live writer
                 self._fenced = (
                     f"Kafka producer fenced during {what}: another writer with "
@@ -506,6 +529,21 @@ class Transactions:
             if is_transient(error):
                 raise SinkError(f"{text}; the batch is retried") from RetriableError(error.str())
             raise SinkError(text) from exc
+
+    def _consumer_call(self, call: Callable[[], Any], what: str) -> Any:
+        """A call of the marker consumer under the same deadline as the producer's; one that
+        overruns strands the consumer (kept, never closed) and fails the batch as retriable."""
+        consumer, limit = self._consumer, self._timeout + GRACE
+        try:
+            return _bounded(call, limit, what)
+        except _Overran as overran:
+            _STRANDED.append((os.getpid(), consumer, overran.thread))
+            self._consumer = None
+            self._drop()
+            raise SinkError(
+                f"Reading {what} of group '{self.group}' did not return within {limit:.0f} s; "
+                "the batch is retried"
+            ) from RetriableError(f"reading {what} timed out")
 
     def _deadline(self, what: str) -> float:
         """Seconds a call may take before it is abandoned."""
@@ -549,7 +587,7 @@ class Transactions:
         if producer is None or not self._open:
             return
         try:  # a KafkaException goes to _call's handler
-            _bounded(lambda: producer.abort_transaction(self._timeout), self._deadline(what), what)
+            _bounded(lambda: producer.abort_transaction(self._timeout), self._timeout + GRACE, what)
         except _Overran as overran:
             self._drop(stuck=overran.thread)
             raise SinkError(
@@ -566,9 +604,13 @@ class Transactions:
     # -- the marker and the record --------------------------------------------------------------
     def _read_marker(self) -> int | None:
         """The last batch the marker records, ``None`` when the group has none."""
+        consumer = self._consumer
         try:
-            found = self._consumer.committed(
-                [TopicPartition(self.marker_topic, 0)], timeout=self._timeout
+            found = self._consumer_call(
+                lambda: consumer.committed(
+                    [TopicPartition(self.marker_topic, 0)], timeout=self._timeout
+                ),
+                "the batch marker",
             )
         except KafkaException as exc:
             error = exc.args[0]

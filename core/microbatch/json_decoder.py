@@ -1,8 +1,9 @@
 """JSON to Arrow in a given schema, with Spark's parse modes; malformed records as data.
 
-``parse_json`` (:class:`~microbatch._transforms.ParseJson`) and the ``json`` file source decode
-with :class:`JsonDecoder`; a connector whose records are JSON (message values, lines of a
-file) should too, so that its users get the same types, the same modes and the same errors::
+``parse_json`` (:class:`~microbatch._transforms.ParseJson`) decodes with :class:`JsonDecoder`;
+a connector whose records are JSON (message values, lines of a file) should too, so that its
+users get the same types, the same modes and the same errors (the ``json`` file source reads
+files as Spark's file reader does instead, with :mod:`microbatch.spark_json`)::
 
     from microbatch.json_decoder import JsonDecoder, MalformedJsonError
 

@@ -152,9 +152,9 @@ class TestCsvMemoryFileSourceContract(_MemoryFiles, SourceContract):
     def bad_options(self) -> list[tuple[dict[str, Any], str]]:
         path = f"memory://{self.memory_folder()}"
         return [
-            ({"path": path, "multiLine": True}, "multiLine"),
+            ({"path": path, "lineSep": ""}, "lineSep"),
             ({"path": path, "sep": ";", "delimiter": "|"}, "give only one"),
-            ({"path": path, "sep": "::"}, "single character"),
+            ({"path": path, "sep": "\\x"}, "Unsupported special character for delimiter"),
         ]
 
 

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.json as pajson
 import pytest
 from file_connector_helpers import make_source, open_reader, read_range
 
 from microbatch import ReadAllAvailable
 from microbatch.errors import SourceError
-from microbatch.json_decoder import JsonDecoder
+from microbatch.spark_json import SparkJsonReader
 from microbatch_file import _formats
 from microbatch_file.sources import CsvFileSource, FileSource, JsonFileSource, TextFileSource
 
@@ -96,15 +97,23 @@ def test_json_failfast_reports_invalid_utf8_and_truncation(tmp_path: Path) -> No
 
 def test_clean_json_takes_the_fast_path(json_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (json_folder / "mixed.json").write_bytes(b'{"a": 1}\n\n{"a": 2, "other": [1]}\r\n')
+    calls = []
+    read_json = pajson.read_json
 
     def no_fallback(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a clean file must be read by one pyarrow.json.read_json call")
 
-    monkeypatch.setattr(JsonDecoder, "decode_values", no_fallback)
+    def counted(*args: Any, **kwargs: Any) -> pa.Table:
+        calls.append(args)
+        return read_json(*args, **kwargs)
+
+    monkeypatch.setattr(SparkJsonReader, "read", no_fallback)
+    monkeypatch.setattr(pajson, "read_json", counted)
     assert read_all(JsonFileSource, json_folder, pa.schema([("a", pa.int64())])) == [
         {"a": 1},
         {"a": 2},
     ]
+    assert len(calls) == 1
 
 
 def test_line_numbers_count_across_blocks(
@@ -128,11 +137,12 @@ def test_json_multiline_documents(tmp_path: Path) -> None:
     (folder / "bad.json").write_text('{\n  "a": 3,\n')
     schema = pa.schema([("a", pa.int64()), ("_corrupt_record", pa.string())])
     rows = read_all(JsonFileSource, folder, schema, multiLine=True)
+    many = '[\n {"a": 2},\n {"a": "no"}\n]\n'  # one record: each row keeps its whole text
     assert sorted(rows, key=str) == sorted(
         [
             {"a": 1, "_corrupt_record": None},
-            {"a": 2, "_corrupt_record": None},
-            {"a": None, "_corrupt_record": '{"a": "no"}'},
+            {"a": 2, "_corrupt_record": many},
+            {"a": None, "_corrupt_record": many},
             {"a": None, "_corrupt_record": '{\n  "a": 3,\n'},
         ],
         key=str,
@@ -141,7 +151,7 @@ def test_json_multiline_documents(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match=r"bad\.json at line 3"):
         read_all(JsonFileSource, folder, schema.remove(1), multiLine=True, mode="FAILFAST")
     (folder / "bad.json").write_text('[{"a": 7}, {"a": "no"}]')
-    with pytest.raises(SourceError, match=r"bad\.json at record 2.*cannot read \"no\" as BIGINT"):
+    with pytest.raises(SourceError, match=r"bad\.json \(parse .*cannot read \"no\" as BIGINT"):
         read_all(JsonFileSource, folder, schema.remove(1), multiLine=True, mode="FAILFAST")
 
 
@@ -159,7 +169,7 @@ def csv_folder(tmp_path: Path) -> Path:
         b"2,bob\n"  # a missing column
         b"x,carol,3.0\n"  # a value of the wrong type
         b'4,"dave, jr",4.0\n'
-        b"5,\xffbad,5.0\n"  # invalid UTF-8
+        b"5,\xffbad,5.0\n"  # invalid UTF-8: replaced, as Spark decodes it
         b"6,frank,6"  # last line without a newline: still a whole record
     )
     return folder
@@ -173,18 +183,18 @@ def test_csv_permissive(csv_folder: Path) -> None:
         {"id": 2, "name": "bob", "score": None, "_corrupt_record": "2,bob"},
         {"id": None, "name": "carol", "score": 3.0, "_corrupt_record": "x,carol,3.0"},
         {"id": 4, "name": "dave, jr", "score": 4.0, "_corrupt_record": None},
-        {"id": 5, "name": None, "score": 5.0, "_corrupt_record": "5,\ufffdbad,5.0"},
+        {"id": 5, "name": "\ufffdbad", "score": 5.0, "_corrupt_record": None},
         {"id": 6, "name": "frank", "score": 6.0, "_corrupt_record": None},
     ]
 
 
 def test_csv_dropmalformed_and_failfast(csv_folder: Path) -> None:
     rows = read_all(CsvFileSource, csv_folder, CSV_SCHEMA, header=True, mode="DROPMALFORMED")
-    assert [row["id"] for row in rows] == [1, 4, 6]
+    assert [row["id"] for row in rows] == [1, 4, 5, 6]
     with pytest.raises(SourceError) as caught:
         read_all(CsvFileSource, csv_folder, CSV_SCHEMA, header=True, mode="FAILFAST")
     assert f"{csv_folder / 'mixed.csv'} at line 3" in str(caught.value)
-    assert "columns" in str(caught.value)
+    assert "the record has 2 value(s), the schema 3 column(s)" in str(caught.value)
 
 
 def test_csv_dialect_options(tmp_path: Path) -> None:

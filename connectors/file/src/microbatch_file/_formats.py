@@ -7,28 +7,22 @@ memory whole. Parquet and ORC read their own footers and stream row groups / str
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache, reduce
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from microbatch.errors import MalformedJsonError, SourceError
-from microbatch.json_decoder import JsonDecoder, lines_safe_for_arrow
+from microbatch.errors import SourceError
 
+from ._csv_infer import infer_csv_schema
+from ._csv_reader import CsvFileReader, CsvSettings
+from ._json_infer import infer_json_schema
+from ._json_spark import JsonSettings, json_reading, record_blocks
 from ._listing import FileEntry
-from ._parse_modes import (
-    CORRUPT,
-    CsvSettings,
-    DropCounter,
-    MalformedRecordError,
-    failfast_error,
-    parse_csv,
-)
+from ._parse_modes import DropCounter
 
 __all__ = [
     "CsvFormat",
@@ -41,11 +35,6 @@ __all__ = [
 ]
 
 BLOCK_SIZE = 16 << 20
-
-_MAX_NESTING = 1000
-"""Lines with more opening brackets than this are inferred with the stdlib: pyarrow's schema
-inference crashes the process (stack overflow) on values nested tens of thousands of levels
-deep."""
 
 
 class FileChangedError(SourceError):
@@ -109,54 +98,32 @@ class FileFormat(ABC):
 
 
 # -- JSON ------------------------------------------------------------------------------------
-def _arrow_can_infer(data: bytes) -> bool:
-    """Whether pyarrow's schema inference may read ``data`` without crashing the process: no
-    line starts with ``null`` and none nests deeper than :data:`_MAX_NESTING` levels."""
-    if not lines_safe_for_arrow(data):
-        return False
-    if data.count(b"[") + data.count(b"{") <= _MAX_NESTING:
-        return True
-    text = pa.array([data], pa.large_binary()).cast(pa.large_string())
-    lines = pc.split_pattern(text, pattern="\n").flatten()
-    opened = pc.add(pc.count_substring(lines, "["), pc.count_substring(lines, "{"))
-    return bool(pc.max(opened).as_py() <= _MAX_NESTING)
+@dataclass(frozen=True)
+class JsonFormat(FileFormat):
+    """JSON Lines (one record per line, or per ``lineSep``), or one document per file
+    (multiLine), read and inferred as Spark 4 does (see :mod:`._json_spark`)."""
 
+    label: ClassVar[str] = "JSON"
+    has_modes: ClassVar[bool] = True
+    mode: str = "PERMISSIVE"
+    multi_line: bool = False
+    settings: JsonSettings = field(default_factory=JsonSettings)
+    drops: DropCounter = field(default_factory=DropCounter, compare=False, repr=False)
 
-_MAX_DEPTH = 100
-"""Inferred types nested deeper than this are left out of the schema (their documents are
-read as the rest of the data has them): the schema's own handling (merging, checkpoint
-pinning, casts) recurses per level and would exceed Python's recursion limit."""
+    def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
+        files = ((_read_all(fs, entry, show(entry.path)), show(entry.path)) for entry in entries)
+        return infer_json_schema(files, self.settings, self.mode, self.multi_line)
 
-
-def _depth(dtype: pa.DataType) -> int:
-    """How many levels ``dtype`` nests (1 for a flat type); iterative, for any depth."""
-    deepest, stack = 0, [(dtype, 1)]
-    while stack:
-        current, level = stack.pop()
-        deepest = max(deepest, level)
-        if isinstance(current, pa.StructType):
-            stack.extend((f.type, level + 1) for f in current)
-        elif isinstance(current, pa.ListType | pa.LargeListType):
-            stack.append((current.value_type, level + 1))
-    return deepest
-
-
-def _json_type(value: Any) -> pa.DataType:
-    if value is None:
-        return pa.null()
-    if isinstance(value, bool):
-        return pa.bool_()
-    if isinstance(value, int):
-        return pa.int64()
-    if isinstance(value, float):
-        return pa.float64()
-    if isinstance(value, str):
-        return pa.string()
-    if isinstance(value, list):
-        return pa.list_(reduce(merge_types, map(_json_type, value), pa.null()))
-    if isinstance(value, dict):
-        return pa.struct([pa.field(str(k), _json_type(v)) for k, v in value.items()])
-    return pa.string()
+    def read(
+        self, fs: Any, entry: FileEntry, where: str, schema: pa.Schema, corrupt: bool
+    ) -> Iterator[pa.Table]:
+        reading = json_reading(schema, corrupt, self.mode, self.settings)
+        if self.multi_line:
+            yield reading.document(_read_all(fs, entry, where), where, self.drops)
+            return
+        blocks = record_blocks(read_blocks(fs, entry, where), self.settings.separator)
+        for data, first in blocks:
+            yield reading.block(data, where, first, self.drops)
 
 
 def merge_types(left: pa.DataType, right: pa.DataType) -> pa.DataType:
@@ -183,146 +150,11 @@ def merge_types(left: pa.DataType, right: pa.DataType) -> pa.DataType:
     return pa.string()
 
 
-def _spark_json_type(dtype: pa.DataType) -> pa.DataType:
-    """Inferred JSON types as Spark has them: nulls and timestamps as STRING, sorted fields."""
-    if pa.types.is_null(dtype) or pa.types.is_timestamp(dtype) or pa.types.is_date(dtype):
-        return pa.string()
-    if isinstance(dtype, pa.StructType):
-        fields = sorted(dtype, key=lambda f: f.name)
-        return pa.struct([f.with_type(_spark_json_type(f.type)) for f in fields])
-    if isinstance(dtype, pa.ListType):
-        return pa.list_(_spark_json_type(dtype.value_type))
-    return dtype
-
-
-def _merged_schema(types: list[pa.DataType]) -> pa.Schema | None:
-    merged = reduce(merge_types, types, pa.null())
-    if not isinstance(merged, pa.StructType):
-        return None
-    return pa.schema(list(_spark_json_type(merged)))
-
-
-@dataclass(frozen=True)
-class JsonFormat(FileFormat):
-    """Newline-delimited JSON (one object per line), or one document per file (multiLine)."""
-
-    label: ClassVar[str] = "JSON"
-    has_modes: ClassVar[bool] = True
-    mode: str = "PERMISSIVE"
-    multi_line: bool = False
-    drops: DropCounter = field(default_factory=DropCounter, compare=False, repr=False)
-
-    def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
-        import pyarrow.json as pajson
-
-        types: list[pa.DataType] = []
-        for entry in entries:
-            data = _read_all(fs, entry, show(entry.path))
-            if not data.strip():
-                continue
-            if not self.multi_line and _arrow_can_infer(data):
-                try:
-                    table = pajson.read_json(pa.BufferReader(data))
-                    whole = pa.struct(list(table.schema))
-                    if _depth(whole) <= _MAX_DEPTH:
-                        types.append(whole)
-                        continue
-                except (pa.ArrowInvalid, UnicodeDecodeError, ValueError):
-                    pass
-            for document in self._documents(data):
-                if isinstance(document, dict):
-                    try:
-                        dtype = _json_type(document)
-                    except RecursionError:
-                        continue  # nested too deeply to infer; read as malformed
-                    if _depth(dtype) <= _MAX_DEPTH:
-                        types.append(dtype)
-        return _merged_schema(types)
-
-    def _documents(self, data: bytes) -> Iterator[Any]:
-        if self.multi_line:
-            try:
-                value = json.loads(data)
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                return
-            yield from value if isinstance(value, list) else [value]
-            return
-        for line in data.split(b"\n"):
-            try:
-                yield json.loads(line)
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                continue
-
-    def read(
-        self, fs: Any, entry: FileEntry, where: str, schema: pa.Schema, corrupt: bool
-    ) -> Iterator[pa.Table]:
-        if self.multi_line:
-            yield self._read_document(_read_all(fs, entry, where), where, schema, corrupt)
-            return
-        for data, first_line in read_blocks(fs, entry, where):
-            yield self._decode(data, schema, corrupt, where, first_line)
-
-    def _decode(
-        self,
-        data: bytes,
-        schema: pa.Schema,
-        corrupt: bool,
-        where: str,
-        first_line: int = 1,
-        unit: str = "line",
-    ) -> pa.Table:
-        """The rows of a block of JSON lines as ``schema`` (plus :data:`CORRUPT` when
-        ``corrupt``); ``unit`` names what the numbers count in errors (``record`` for
-        multi-line documents). Dropped lines are counted in :attr:`drops` and logged."""
-        decoder = _decoder(schema, self.mode, CORRUPT if corrupt else None)
-        try:
-            result = decoder.decode_lines(data, first_line=first_line)
-        except MalformedJsonError as error:
-            line = error.record.line or first_line
-            raise failfast_error("JSON", where, line, error.record.message, unit) from error
-        if result.dropped and result.malformed:
-            first = result.malformed[0].line or first_line
-            self.drops.add(len(result.malformed), where, first, "JSON", unit)
-        return result.table
-
-    def _read_document(self, data: bytes, where: str, schema: pa.Schema, corrupt: bool) -> pa.Table:
-        if not data.strip():
-            return self._decode(b"", schema, corrupt, where)
-        try:
-            value = json.loads(data)
-        except (ValueError, UnicodeDecodeError, RecursionError) as error:
-            line = getattr(error, "lineno", 1)
-            if self.mode == "FAILFAST":
-                raise MalformedRecordError(
-                    f"[MALFORMED_RECORD_IN_PARSING] Malformed JSON document in {where} at line "
-                    f"{line} (parse mode FAILFAST, multiLine): {error}. Fix the file, or set "
-                    "option mode to PERMISSIVE or DROPMALFORMED."
-                ) from None
-            if self.mode == "DROPMALFORMED":
-                self.drops.add(1, where, line, "JSON", "record")
-                return self._decode(b"", schema, corrupt, where)
-            row: dict[str, Any] = {}
-            full = schema
-            if corrupt:
-                row[CORRUPT] = data.decode("utf-8", errors="replace")
-                full = schema.append(pa.field(CORRUPT, pa.string()))
-            return pa.Table.from_pylist([row], schema=full)
-        documents = value if isinstance(value, list) else [value]
-        lines = b"\n".join(json.dumps(doc, ensure_ascii=False).encode() for doc in documents)
-        return self._decode(lines + b"\n", schema, corrupt, where, unit="record")
-
-
-@lru_cache(maxsize=64)
-def _decoder(schema: pa.Schema, mode: str, corrupt: str | None) -> JsonDecoder:
-    """One decoder per schema and mode (building one reads pyarrow's options for each column)."""
-    return JsonDecoder(schema, mode=mode, corrupt_column=corrupt)
-
-
 # -- CSV -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CsvFormat(FileFormat):
-    """Delimited text, columns by position; the first line of each file is skipped with
-    ``header``."""
+    """Delimited text, columns by position, read as Spark 4 reads it (see :mod:`._csv_reader`);
+    with ``header`` the first record of each file names the columns and is not data."""
 
     label: ClassVar[str] = "CSV"
     has_modes: ClassVar[bool] = True
@@ -332,73 +164,25 @@ class CsvFormat(FileFormat):
     infer_types: bool = False
     drops: DropCounter = field(default_factory=DropCounter, compare=False, repr=False)
 
-    def _body(self, data: bytes, first: bool) -> tuple[bytes, int]:
-        """``data`` without the header line (first block of a file), and its first line."""
-        if not (first and self.header):
-            return data, 0
-        cut = data.find(b"\n")
-        return (b"", 1) if cut < 0 else (data[cut + 1 :], 1)
-
     def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
-        import pyarrow.csv as pacsv
-
-        names: list[str] | None = None
-        types: list[pa.DataType] = []
-        for entry in entries:
-            data = _read_all(fs, entry, show(entry.path))
-            lines = [
-                line.rstrip(b"\r")
-                for line in data.split(b"\n")
-                if line.strip()
-                and not (self.settings.comment and line.startswith(self.settings.comment.encode()))
-            ]
-            if not lines:
-                continue
-            if names is None:
-                first = self.settings.tokens(lines[0].decode("utf-8", errors="replace"))
-                names = [
-                    (token.strip() or f"_c{index}") if self.header else f"_c{index}"
-                    for index, token in enumerate(first)
-                ]
-            if not self.infer_types:
-                continue
-            body = b"\n".join(lines[1:] if self.header else lines) + b"\n"
-            try:
-                table = pacsv.read_csv(
-                    pa.BufferReader(body),
-                    read_options=pacsv.ReadOptions(column_names=names),
-                    parse_options=self.settings.parse_options(),
-                    convert_options=pacsv.ConvertOptions(
-                        null_values=[self.settings.null_value], strings_can_be_null=True
-                    ),
-                )
-            except (pa.ArrowInvalid, UnicodeDecodeError, ValueError):
-                continue
-            types.append(pa.struct(list(table.schema)))
-        if names is None:
-            return None
-        if not self.infer_types or not types:
-            return pa.schema([pa.field(name, pa.string()) for name in names])
-        merged = reduce(merge_types, types, pa.null())
-        return pa.schema(
-            [f.with_type(pa.string() if pa.types.is_null(f.type) else f.type) for f in merged]
+        files = (read_blocks(fs, entry, show(entry.path)) for entry in entries)
+        return infer_csv_schema(
+            files, self.settings, header=self.header, infer_types=self.infer_types
         )
 
     def read(
         self, fs: Any, entry: FileEntry, where: str, schema: pa.Schema, corrupt: bool
     ) -> Iterator[pa.Table]:
-        for data, first_line in read_blocks(fs, entry, where):
-            body, skipped = self._body(data, first_line == 1)
-            yield parse_csv(
-                body,
-                schema=schema,
-                settings=self.settings,
-                mode=self.mode,
-                corrupt=corrupt,
-                where=where,
-                first_line=first_line + skipped,
-                drops=self.drops,
-            )
+        reader = CsvFileReader(
+            self.settings,
+            schema,
+            corrupt=corrupt,
+            mode=self.mode,
+            header=self.header,
+            where=where,
+            drops=self.drops,
+        )
+        yield from reader.read(read_blocks(fs, entry, where))
 
 
 # -- text ------------------------------------------------------------------------------------

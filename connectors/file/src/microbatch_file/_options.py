@@ -14,7 +14,9 @@ from typing import Any
 from microbatch import Rule
 from microbatch.options import Option, Options, OptionSpec
 
+from ._datetimes import DATETIME_OPTIONS
 from ._location import SourceLocation, archive_conflict
+from ._spark_csv import QUOTE_HANDLINGS, separator
 
 __all__ = [
     "CSV_OPTIONS",
@@ -73,10 +75,6 @@ def _archive_outside_source(options: Options) -> bool:
     return True
 
 
-def _one_char(value: str) -> str | None:
-    return None if len(value) == 1 else "must be a single character"
-
-
 def _one_char_or_empty(value: str) -> str | None:
     return None if len(value) <= 1 else "must be a single character (or empty to turn it off)"
 
@@ -112,10 +110,20 @@ _RULES = (
     ),
 )
 
-_NO_CSV_MULTILINE = (
-    "is not supported for CSV: records must be on one line each (quoted values cannot hold "
-    "line breaks)"
-)
+
+def _csv_separator(text: str) -> str | None:
+    try:
+        separator(text)
+    except ValueError as error:
+        return f"is not a separator: {error}"
+    return None
+
+
+def _csv_line_sep(sep: str) -> str | None:
+    if not sep:
+        return "cannot be an empty string: give the line separator, e.g. ';' or '\\r\\n'"
+    return None if len(sep) <= 2 else "must be one or two characters (e.g. ';' or '\\r\\n')"
+
 
 _CSV_RULES = (
     Rule(
@@ -260,15 +268,69 @@ _ENCODING = Option(
     doc="Character set of the files; only UTF-8 is supported.",
 )
 
+
+def _line_sep(sep: str) -> str | None:
+    return None if sep else "cannot be an empty string: give the record separator, e.g. ';'"
+
+
+_JSON_SYNTAX = (
+    flag("allowComments", "Java and C++ style comments (/* ... */ and // ...) in the records."),
+    flag(
+        "allowUnquotedFieldNames",
+        "Field names without quotes (letters, digits and _ $ @ # * + -).",
+    ),
+    Option(
+        name="allowSingleQuotes",
+        type="bool",
+        default=True,
+        doc="Strings and field names in single quotes.",
+    ),
+    flag("allowNumericLeadingZeros", "Numbers with leading zeros (007 is 7)."),
+    flag(
+        "allowBackslashEscapingAnyCharacter",
+        "A backslash before any character stands for that character ('\\q' is 'q').",
+    ),
+    flag("allowUnquotedControlChars", "Raw control characters (tab, line feed...) in strings."),
+    Option(
+        name="allowNonNumericNumbers",
+        type="bool",
+        default=True,
+        doc="NaN, Infinity, +Infinity, -Infinity, +INF and -INF as numbers (and as the strings "
+        '"NaN", "Infinity"... for FLOAT and DOUBLE columns).',
+    ),
+    flag(
+        "primitivesAsString",
+        "Schema inference: infer every number and boolean as STRING.",
+    ),
+    flag(
+        "prefersDecimal",
+        "Schema inference: infer numbers with a fraction or exponent (and strings that are "
+        "decimal numbers) as DECIMAL when they fit 38 digits, instead of DOUBLE and STRING.",
+    ),
+    flag(
+        "dropFieldIfAllNull",
+        "Schema inference: leave out columns whose values are all null or empty arrays or "
+        "structs (else they are STRING).",
+    ),
+    Option(
+        name="lineSep",
+        validate=_line_sep,
+        doc="Separator of the records (default: a line break, \\n, \\r\\n or \\r); "
+        "not used with multiLine.",
+    ),
+)
+
 JSON_OPTIONS = FileSourceOptionSpec(
     *_COMMON,
     *_MODES,
     flag(
         "multiLine",
-        "Each file is one JSON document (an object or an array of objects) that may span "
-        "lines, instead of one object per line.",
+        "Each file is one JSON record (an object, or an array of objects giving a row each) "
+        "that may span lines, instead of one record per line.",
     ),
+    *_JSON_SYNTAX,
     _ENCODING,
+    *DATETIME_OPTIONS,
     rules=_RULES,
 )
 
@@ -277,11 +339,26 @@ CSV_OPTIONS = FileSourceOptionSpec(
     *_MODES,
     flag(
         "header",
-        "The first line of each file holds column names: it is skipped (columns are "
-        "matched by position) and names the columns when the schema is inferred.",
+        "The first record of each file (after blank and comment lines) holds column names: it "
+        "is not data (columns are matched by position) and names the columns when the schema "
+        "is inferred.",
     ),
-    Option(name="sep", default=",", validate=_one_char, doc="Field separator (one character)."),
-    Option(name="delimiter", default=",", validate=_one_char, doc="Same as sep."),
+    Option(
+        name="enforceSchema",
+        type="bool",
+        default=True,
+        doc="With header: read the columns by position whatever the header says (a header "
+        "that does not match the schema is logged at WARNING); false: the header must name "
+        "the schema's columns in order (case-insensitive), else the read fails.",
+    ),
+    Option(
+        name="sep",
+        default=",",
+        validate=_csv_separator,
+        doc="Field separator: one or more characters; a backslash and the next character "
+        "stand for one (\\t is a tab; also \\r, \\b, \\f, \\\", \\' and \\\\).",
+    ),
+    Option(name="delimiter", default=",", validate=_csv_separator, doc="Same as sep."),
     Option(
         name="quote",
         default='"',
@@ -292,24 +369,82 @@ CSV_OPTIONS = FileSourceOptionSpec(
         name="escape",
         default="\\",
         validate=_one_char_or_empty,
-        doc="Character escaping a quote inside a quoted value.",
+        doc="Character escaping a quote inside a quoted value (the quote itself for doubled "
+        'quotes, as in ""); empty for none.',
     ),
-    Option(name="nullValue", default="", doc="Text that stands for null."),
+    Option(
+        name="charToEscapeQuoteEscaping",
+        validate=_one_char_or_empty,
+        doc="Character escaping the escape character before a quote (default: the escape "
+        "character itself, none when escape is the quote).",
+    ),
     Option(
         name="comment",
         validate=_one_char_or_empty,
-        doc="Lines starting with this character are skipped.",
+        doc="Lines starting with this character are skipped (default: none).",
     ),
-    flag(
-        "inferSchema",
-        "With schema inference: infer column types from the data (else every column is STRING).",
+    flag("ignoreLeadingWhiteSpace", "Drop white space before each value."),
+    flag("ignoreTrailingWhiteSpace", "Drop white space after each value."),
+    Option(
+        name="nullValue",
+        default="",
+        doc='Text that stands for null (after unquoting: "NA" is null with nullValue NA).',
+    ),
+    Option(
+        name="emptyValue",
+        default="",
+        doc='The value of an empty quoted field ""; an unquoted empty field is always null.',
+    ),
+    Option(name="nanValue", default="NaN", doc="Text read as NaN in FLOAT and DOUBLE columns."),
+    Option(
+        name="positiveInf",
+        default="Inf",
+        doc="Text read as positive infinity in FLOAT and DOUBLE columns.",
+    ),
+    Option(
+        name="negativeInf",
+        default="-Inf",
+        doc="Text read as negative infinity in FLOAT and DOUBLE columns.",
     ),
     flag(
         "multiLine",
-        "Not supported for CSV (records must be on one line); must stay false.",
-        validate=lambda on: _NO_CSV_MULTILINE if on else None,
+        "Records may span lines (quoted values may hold line breaks): each file is read as "
+        "one stream of records.",
+    ),
+    Option(
+        name="lineSep",
+        validate=_csv_line_sep,
+        doc="Line separator, one or two characters (default: \\n, \\r\\n or \\r).",
+    ),
+    Option(
+        name="unescapedQuoteHandling",
+        default="STOP_AT_DELIMITER",
+        choices=QUOTE_HANDLINGS,
+        doc="A quote inside a value that is not escaped: STOP_AT_DELIMITER (the value runs to "
+        "the separator, quotes included), BACK_TO_DELIMITER, STOP_AT_CLOSING_QUOTE, "
+        "SKIP_VALUE (null) or RAISE_ERROR (the read fails).",
+    ),
+    Option(
+        name="maxColumns",
+        type="int",
+        default=20480,
+        minimum=1,
+        doc="Most values in a record; a record with more fails the read.",
+    ),
+    Option(
+        name="maxCharsPerColumn",
+        type="int",
+        default=-1,
+        minimum=-1,
+        doc="Most characters in a value (-1: no limit); a longer value fails the read.",
+    ),
+    flag(
+        "inferSchema",
+        "With schema inference: infer column types from the data (BIGINT, DOUBLE, BOOLEAN, "
+        "DATE, TIMESTAMP, else STRING); without it every column is STRING.",
     ),
     _ENCODING,
+    *DATETIME_OPTIONS,
     rules=_RULES + _CSV_RULES,
 )
 

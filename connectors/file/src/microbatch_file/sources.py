@@ -18,7 +18,11 @@ import pyarrow as pa
 
 import microbatch as mb
 from microbatch.errors import SchemaError
+from microbatch.spark_json import SparkJsonOptions
 
+from ._csv_columns import supported
+from ._csv_reader import CsvSettings
+from ._datetimes import datetime_options
 from ._formats import (
     TEXT_SCHEMA,
     CsvFormat,
@@ -28,6 +32,7 @@ from ._formats import (
     ParquetFormat,
     TextFormat,
 )
+from ._json_spark import JsonSettings
 from ._listing import FileEntry
 from ._location import SourceLocation
 from ._options import (
@@ -38,8 +43,8 @@ from ._options import (
     TEXT_OPTIONS,
     FileSourceOptionSpec,
 )
-from ._parse_modes import CsvSettings
 from ._partitions import discover_keys, infer_partition_type
+from ._spark_csv import SparkCsvOptions, separator
 from ._split_reader import FileSplit, corrupt_column
 from ._stream_reader import FileStreamReader, discover
 
@@ -185,7 +190,28 @@ class JsonFileSource(FileSource):
     options = JSON_OPTIONS
 
     def make_format(self) -> FileFormat:
-        return JsonFormat(mode=self.opts.mode, multi_line=bool(self.opts.multi_line))
+        opts = self.opts
+        syntax = SparkJsonOptions(
+            allow_comments=bool(opts.allow_comments),
+            allow_unquoted_field_names=bool(opts.allow_unquoted_field_names),
+            allow_single_quotes=bool(opts.allow_single_quotes),
+            allow_numeric_leading_zeros=bool(opts.allow_numeric_leading_zeros),
+            allow_backslash_escaping_any_character=bool(
+                opts.allow_backslash_escaping_any_character
+            ),
+            allow_unquoted_control_chars=bool(opts.allow_unquoted_control_chars),
+            allow_non_numeric_numbers=bool(opts.allow_non_numeric_numbers),
+            primitives_as_string=bool(opts.primitives_as_string),
+            prefers_decimal=bool(opts.prefers_decimal),
+        )
+        settings = JsonSettings(
+            options=syntax,
+            datetimes=datetime_options(opts),
+            line_sep=opts.line_sep,
+            drop_field_if_all_null=bool(opts.drop_field_if_all_null),
+            corrupt_name=opts.column_name_of_corrupt_record,
+        )
+        return JsonFormat(mode=opts.mode, multi_line=bool(opts.multi_line), settings=settings)
 
 
 class CsvFileSource(FileSource):
@@ -195,15 +221,45 @@ class CsvFileSource(FileSource):
     description = "New CSV files of a folder, each read once"
     options = CSV_OPTIONS
 
+    def schema(self) -> pa.Schema:
+        """As for every file format; a data column of a type Spark's CSV reader lacks is
+        refused here, at ``load()``, as Spark refuses it."""
+        schema = super().schema()
+        keys = set(self._keys or ())
+        for column in schema:
+            if column.name not in keys and not supported(column.type):
+                raise SchemaError(
+                    "[UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE] The CSV datasource doesn't support "
+                    f"the column `{column.name}` of the type {column.type}: give it STRING, "
+                    "BINARY, a number, BOOLEAN, DECIMAL, DATE or TIMESTAMP type."
+                )
+        return schema
+
     def make_format(self) -> FileFormat:
         opts = self.opts
-        sep = opts.delimiter if opts.is_set("delimiter") else opts.sep
-        settings = CsvSettings(
-            sep=sep,
-            quote=opts.quote or None,
-            escape=opts.escape or None,
-            null_value=opts.null_value,
+        syntax = SparkCsvOptions(
+            sep=separator(opts.delimiter if opts.is_set("delimiter") else opts.sep),
+            quote=opts.quote,
+            escape=opts.escape,
+            char_to_escape_quote_escaping=opts.char_to_escape_quote_escaping or None,
             comment=opts.comment or None,
+            ignore_leading_white_space=bool(opts.ignore_leading_white_space),
+            ignore_trailing_white_space=bool(opts.ignore_trailing_white_space),
+            null_value=opts.null_value,
+            empty_value=opts.empty_value,
+            nan_value=opts.nan_value,
+            positive_inf=opts.positive_inf,
+            negative_inf=opts.negative_inf,
+            multi_line=bool(opts.multi_line),
+            line_sep=opts.line_sep,
+            unescaped_quote_handling=opts.unescaped_quote_handling,
+            max_columns=opts.max_columns,
+            max_chars_per_column=opts.max_chars_per_column,
+        )
+        settings = CsvSettings(
+            options=syntax,
+            datetimes=datetime_options(opts),
+            enforce_schema=bool(opts.enforce_schema),
         )
         return CsvFormat(
             mode=opts.mode,

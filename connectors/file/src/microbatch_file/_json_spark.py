@@ -1,0 +1,538 @@
+"""JSON files read as Spark 4 reads them: blocks of JSON Lines records and multiLine documents.
+
+Records are split as Spark splits them: at ``\\n``, ``\\r\\n`` and ``\\r`` by default, only at
+``lineSep`` when it is set. Each record is read by
+:class:`~microbatch.spark_json.SparkJsonReader` rules (Spark's grammar and options, its values
+and what PERMISSIVE mode keeps of a malformed record), but most of them never go through it:
+
+1. **The fast path.** A block whose records all start with ``{`` is read by one
+   ``pyarrow.json.read_json`` call with the schema (DATE and TIMESTAMP columns as text, then
+   parsed vectorised by :class:`~microbatch.spark_datetime.DatetimeParser`; FLOAT as DOUBLE,
+   then rounded). pyarrow's grammar is strict JSON, which Spark reads alike, so a row it gives
+   is Spark's row. When it fails, the records it rejects are found by reading the records
+   again in sixteen parts, the failing parts again in sixteen, down to a few records; the
+   others are read by pyarrow in one call.
+2. **The slow path.** The other records go to ``SparkJsonReader``, in order, each giving 0..n
+   rows: what pyarrow rejects (invalid JSON, single quotes, comments, trailing text, repeated
+   keys, a value of another JSON type, top-level arrays, invalid UTF-8...), the rows whose
+   datetime text the vectorised parser rejects, FLOAT values that pyarrow would round twice,
+   and text whose meaning pyarrow does not share (``-NaN``; ``NaN`` and ``Infinity`` when
+   allowNonNumericNumbers is off). Columns that pyarrow cannot read as Spark does (MAP,
+   BINARY, datetimes or FLOAT inside a STRUCT or ARRAY) send every record there.
+
+A multiLine file is one record, read by ``SparkJsonReader``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from functools import lru_cache
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
+from microbatch.spark_datetime import DatetimeParser
+from microbatch.spark_json import RecordResult, SparkJsonOptions, SparkJsonReader
+
+from ._datetimes import DatetimeOptions
+from ._parse_modes import CORRUPT, DropCounter, MalformedRecordError, failfast_error
+
+__all__ = ["JsonReading", "JsonSettings", "json_reading", "record_blocks", "split_records"]
+
+_BLOCK = 1 << 20
+"""The block size of ``read_json`` (it reads larger inputs on several threads)."""
+_PARTS = 16
+"""A list of records that fails to read is split in this many parts to find the bad ones..."""
+_FEW = 8
+"""... and a failing part this small goes to the slow path whole."""
+_READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError)
+_LINE_BREAKS = re.compile(rb"\r\n|\r|\n")
+_ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
+_BLANK = b" \t\r\n"
+_EMPTY_OBJECT = pa.scalar("{}")
+_NEWLINE = pa.scalar("\n")
+_ZERO = pa.scalar(0, pa.uint8())
+_TWO = pa.scalar(2.0)
+_FLOAT32, _FLOAT64 = pa.float32(), pa.float64()
+_FLOAT32_TINY = pa.scalar(2.0**-126)
+_TIMESTAMP, _NTZ = pa.timestamp("us", tz="UTC"), pa.timestamp("us")
+
+_DATE = r"[1-9]\d{3}-\d{2}-\d{2}"
+_TIME = r"[T ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?"
+_OFFSET = r"(Z|[+-](0\d|1[0-7])(:?[0-5]\d)?|[+-]18(:?00)?)"
+_ISO_ZONED = f"^{_DATE}{_TIME}{_OFFSET}$"
+_ISO_LOCAL = f"^{_DATE}{_TIME}$"
+_ISO_DATE = f"^{_DATE}$"
+"""The ISO shapes that pyarrow's cast reads exactly as Spark's default datetime parsing does
+(other text, and text the cast refuses, is parsed by DatetimeParser)."""
+
+
+@dataclass(frozen=True)
+class JsonSettings:
+    """The JSON options of one source, as the reader needs them (picklable, hashable)."""
+
+    options: SparkJsonOptions = field(default_factory=SparkJsonOptions)
+    """Spark's grammar and inference options."""
+    datetimes: DatetimeOptions = field(default_factory=DatetimeOptions)
+    """timestampFormat, timestampNTZFormat, dateFormat and timeZone."""
+    line_sep: str | None = None
+    """The record separator; None: ``\\n``, ``\\r\\n`` or ``\\r``."""
+    drop_field_if_all_null: bool = False
+    """Schema inference: leave out columns whose values are all null (or empty arrays)."""
+    corrupt_name: str = "_corrupt_record"
+    """Schema inference in PERMISSIVE mode: the column malformed records add."""
+
+    @property
+    def separator(self) -> bytes | None:
+        return None if self.line_sep is None else self.line_sep.encode()
+
+
+# -- records ---------------------------------------------------------------------------------
+def split_records(data: bytes, separator: bytes | None) -> list[bytes]:
+    """The records of ``data`` (the last one may lack its separator)."""
+    if separator is None:
+        parts = _LINE_BREAKS.split(data) if b"\r" in data else data.split(b"\n")
+    else:
+        parts = data.split(separator)
+    if parts and not parts[-1]:
+        parts.pop()
+    return parts
+
+
+def _separators(data: bytes, separator: bytes | None) -> int:
+    if separator is None:
+        return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+    return data.count(separator)
+
+
+def _record_count(data: bytes) -> int:
+    """How many records ``data`` holds with the default separators."""
+    separators = _separators(data, None) if b"\r" in data else data.count(b"\n")
+    return separators + (0 if data.endswith((b"\n", b"\r")) else 1)
+
+
+def record_blocks(
+    blocks: Iterable[tuple[bytes, int]], separator: bytes | None
+) -> Iterator[tuple[bytes, int]]:
+    """Blocks of whole records, each with the number of its first record (from 1), out of
+    blocks of whole lines (``read_blocks``): a record between custom separators may span them."""
+    number, carry = 1, b""
+    for data, _ in blocks:
+        if separator is not None:
+            data = carry + data
+            cut = data.rfind(separator)
+            if cut < 0:
+                carry = data
+                continue
+            data, carry = data[: cut + len(separator)], data[cut + len(separator) :]
+        yield data, number
+        number += _separators(data, separator)
+    if carry:
+        yield carry, number
+
+
+# -- the fast path ---------------------------------------------------------------------------
+def _arrow_exact(dtype: pa.DataType) -> bool:
+    """Whether pyarrow's reader gives Spark's values of ``dtype`` for every value it accepts."""
+    types = pa.types
+    if isinstance(dtype, pa.StructType):
+        return all(_arrow_exact(f.type) for f in dtype)
+    if isinstance(dtype, pa.ListType):
+        return _arrow_exact(dtype.value_type)
+    return bool(
+        types.is_boolean(dtype)
+        or types.is_signed_integer(dtype)
+        or dtype == _FLOAT64
+        or types.is_string(dtype)
+        or types.is_decimal128(dtype)
+    )
+
+
+def _datetime_parser(datetimes: DatetimeOptions, dtype: pa.DataType) -> DatetimeParser | None:
+    """The parser of a DATE or TIMESTAMP column (of any unit or zone: the Spark type it
+    stands for); None for another type."""
+    if pa.types.is_timestamp(dtype):
+        return datetimes.parser(pa.timestamp("us", tz="UTC" if dtype.tz else None))
+    if pa.types.is_date(dtype):
+        return datetimes.parser(pa.date32())
+    return None
+
+
+def _mask(length: int, rows: Iterable[int]) -> pa.Array:
+    """A boolean array of ``length``, true at ``rows``."""
+    flags = bytearray(length)
+    for row in rows:
+        flags[row] = 1
+    values = pa.Array.from_buffers(pa.uint8(), length, [None, pa.py_buffer(bytes(flags))])
+    return pc.not_equal(values, _ZERO)
+
+
+class _Fast:
+    """pyarrow's reader for a schema whose columns it reads as Spark does."""
+
+    def __init__(self, schema: pa.Schema, settings: JsonSettings) -> None:
+        self.schema = schema
+        self.parsers: dict[str, DatetimeParser] = {}
+        fields = []
+        for f in schema:
+            parser = _datetime_parser(settings.datetimes, f.type)
+            if parser is not None:
+                self.parsers[f.name] = parser
+                fields.append(f.with_type(pa.string()))
+            elif f.type == _FLOAT32:
+                fields.append(f.with_type(_FLOAT64))
+            elif _arrow_exact(f.type):
+                fields.append(f)
+            else:
+                raise TypeError(f"pyarrow cannot read {f.type} as Spark does")
+        self.read_schema = pa.schema(fields)
+        self.parse = pajson.ParseOptions(
+            explicit_schema=self.read_schema,
+            unexpected_field_behavior="ignore",
+            newlines_in_values=False,
+        )
+        nonnumeric = settings.options.allow_non_numeric_numbers
+        self.suspects = ("-NaN",) if nonnumeric else ("NaN", "Infinity")
+        """Text pyarrow reads otherwise than Spark: records holding it take the slow path."""
+
+    @classmethod
+    def make(cls, schema: pa.Schema, settings: JsonSettings) -> _Fast | None:
+        try:
+            return cls(schema, settings)
+        except TypeError:
+            return None
+
+    def suspect(self, record: bytes) -> bool:
+        return any(text.encode() in record for text in self.suspects)
+
+    def read_whole(self, data: bytes) -> pa.Table | None:
+        """A block of records in one call, when each starts with "{" and pyarrow reads them
+        all, one row each; else None."""
+        if data[:1] != b"{":
+            return None
+        try:
+            text = pa.array([data], pa.large_binary()).cast(pa.large_string())
+        except pa.ArrowInvalid:
+            return None  # not UTF-8, which read_json does not check inside strings
+        if _has(text, r"\n[^{]") or (b"\r" in data and _has(text, r"\r[^\n{]")):
+            return None  # a record starts otherwise than with "{" (or is blank)
+        if any(_has(text, s.lstrip("-")) and _has(text, s) for s in self.suspects):
+            return None
+        table = self._read(data)
+        if table is None or table.num_rows != _record_count(data):
+            return None  # a record holds several documents ({"a":1}{"a":2})
+        return table
+
+    def read_records(self, records: list[bytes]) -> tuple[pa.Table, set[int]]:
+        """Records that each start with "{", end with "}" and hold no line break: a row for
+        each (nulls for the bad ones) and the bad ones, which pyarrow cannot read."""
+        bad: set[int] = set()
+        binary = pa.array(records, pa.binary())
+        try:
+            lines = binary.cast(pa.string())
+        except pa.ArrowInvalid:
+            bad = {row for row, record in enumerate(records) if not _utf8(record)}
+            lines = pc.if_else(_mask(len(records), bad), _EMPTY_OBJECT, binary).cast(pa.string())
+        table = self._read_lines(lines)
+        if table is None:
+            bad |= self._isolate(lines, 0, len(lines))
+            table = self._read_lines(pc.if_else(_mask(len(lines), bad), _EMPTY_OBJECT, lines))
+            if table is None:  # never expected: then pyarrow reads none of them
+                bad = set(range(len(records)))
+                table = self._read_lines(pa.array(["{}"] * len(records), pa.string()))
+                assert table is not None
+        return table, bad
+
+    def _isolate(self, lines: pa.Array, start: int, stop: int) -> set[int]:
+        """The rows of ``lines[start:stop]`` (which fail to read together) pyarrow rejects."""
+        if stop - start <= _FEW:
+            return set(range(start, stop))
+        bad: set[int] = set()
+        size = -(-(stop - start) // _PARTS)
+        for begin in range(start, stop, size):
+            end = min(begin + size, stop)
+            if self._read_lines(lines.slice(begin, end - begin)) is None:
+                bad |= self._isolate(lines, begin, end)
+        return bad
+
+    def _read_lines(self, lines: pa.Array) -> pa.Table | None:
+        if not len(lines):
+            return self.read_schema.empty_table()
+        one_list = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
+        table = self._read(pc.binary_join(one_list, _NEWLINE)[0].as_buffer())
+        return table if table is not None and table.num_rows == len(lines) else None
+
+    def _read(self, data: bytes | pa.Buffer) -> pa.Table | None:
+        size, block = len(data), _BLOCK
+        while True:
+            options = pajson.ReadOptions(use_threads=size > 2 * block, block_size=block)
+            try:
+                return pajson.read_json(pa.BufferReader(data), options, self.parse)
+            except _READ_ERRORS as error:
+                if "straddling" not in str(error) or block > size:
+                    return None
+                block = size + 1  # a record longer than a block: one block
+
+    def convert(self, table: pa.Table) -> tuple[pa.Table, list[int]]:
+        """The rows as the schema has them, and the rows the slow path must read instead:
+        datetime text the vectorised parser rejects, FLOAT values rounded twice."""
+        columns, redo = [], None
+        for f in self.schema:
+            values = table.column(f.name).combine_chunks()
+            odd = None
+            if f.name in self.parsers:
+                values, odd = _datetimes(self.parsers[f.name], values)
+                if values.type != f.type:  # another unit or zone
+                    values = values.cast(f.type, safe=False)
+            elif f.type == _FLOAT32:
+                values, odd = _float32(values)
+            if odd is not None:
+                odd = pc.fill_null(odd, False)  # a null value is no problem
+                redo = odd if redo is None else pc.or_(redo, odd)
+            columns.append(values)
+        rows: list[int] = []
+        if redo is not None and pc.any(redo).as_py():
+            rows = pc.indices_nonzero(redo).to_pylist()
+        return pa.Table.from_arrays(columns, schema=self.schema), rows
+
+
+def _has(text: pa.Array, pattern: str) -> bool:
+    """Whether ``pattern`` is found in ``text`` (a regular expression starting with one
+    literal character, which pyarrow then finds at memchr speed)."""
+    return bool(pc.any(pc.match_substring_regex(text, pattern)).as_py())
+
+
+def record_text(record: bytes) -> str:
+    """A record's bytes as text for the corrupt-record column, as Java decodes them (Spark's
+    strings are Java's): bytes that are not UTF-8 become U+FFFD, one for an encoded surrogate
+    (ED A0..BF, with its third byte if any) where Python would give one per byte."""
+    try:
+        return record.decode()
+    except UnicodeDecodeError:
+        return _ENCODED_SURROGATE.sub("\ufffd".encode(), record).decode(errors="replace")
+
+
+def _utf8(record: bytes) -> bool:
+    try:
+        record.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _datetimes(parser: DatetimeParser, texts: pa.Array) -> tuple[pa.Array, pa.Array | None]:
+    """Datetime text parsed as Spark parses it: the usual ISO shapes by a pyarrow cast, the
+    rest by ``parser`` (with the rows it rejects)."""
+    if parser.pattern is None:
+        cast = _iso_cast(parser, texts)
+        if cast is not None:
+            return cast, None
+    return parser.parse(texts)
+
+
+def _iso_cast(parser: DatetimeParser, texts: pa.Array) -> pa.Array | None:
+    """``texts`` cast by pyarrow when each has a shape it reads as Spark's default parsing does
+    (a zone-less TIMESTAMP only in UTC); None when one has not, or is impossible (02-30)."""
+    steps: list[tuple[str, list[pa.DataType]]]
+    if parser.kind == "date":
+        steps = [(_ISO_DATE, [pa.date32()])]
+    elif parser.kind == "timestamp_ntz":
+        steps = [(_ISO_LOCAL, [_NTZ])]
+    else:
+        steps = [(_ISO_ZONED, [_TIMESTAMP])]
+        if parser.time_zone == "UTC":
+            steps.append((_ISO_LOCAL, [_NTZ, _TIMESTAMP]))
+    for shape, types in steps:
+        if pc.all(pc.match_substring_regex(texts, shape), min_count=0).as_py():
+            try:
+                for dtype in types:
+                    texts = texts.cast(dtype)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+            return texts
+    return None
+
+
+def _float32(doubles: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """DOUBLE values as FLOAT, and where that rounding may differ from rounding the text once
+    (Java's parseFloat): a DOUBLE halfway between two FLOATs, beyond FLOAT's range, or
+    below its normal range."""
+    floats = pc.cast(doubles, _FLOAT32, safe=False)
+    back = pc.cast(floats, _FLOAT64)
+    other = pc.subtract(pc.multiply(doubles, _TWO), back)  # exact: the value across, if any
+    halfway = pc.and_(
+        pc.not_equal(doubles, back),
+        pc.equal(pc.cast(pc.cast(other, _FLOAT32, safe=False), _FLOAT64), other),
+    )
+    tiny = pc.and_(pc.less(pc.abs(doubles), _FLOAT32_TINY), pc.not_equal(doubles, pa.scalar(0.0)))
+    huge = pc.and_(pc.is_inf(floats), pc.invert(pc.is_inf(doubles)))
+    return floats, pc.or_(pc.or_(halfway, tiny), huge)
+
+
+# -- reading ---------------------------------------------------------------------------------
+class JsonReading:
+    """Reads the blocks and documents of JSON files of one schema, with one parse mode.
+
+    ``schema`` holds the data columns; with ``corrupt`` the tables get the column
+    :data:`CORRUPT` too, which holds the raw text of malformed records in PERMISSIVE mode.
+    """
+
+    def __init__(self, schema: pa.Schema, corrupt: bool, mode: str, settings: JsonSettings):
+        self.schema, self.corrupt, self.mode, self.settings = schema, corrupt, mode, settings
+        self.output = schema.append(pa.field(CORRUPT, pa.string())) if corrupt else schema
+        self.slow = SparkJsonReader(schema, settings.options, self._parse_datetime)
+        self.fast = _Fast.make(schema, settings)
+        self.separator = settings.separator
+        self.unit = "line" if self.separator is None else "record"
+
+    def _parse_datetime(self, dtype: pa.DataType, text: str) -> datetime | date | int | None:
+        parser = _datetime_parser(self.settings.datetimes, dtype)
+        assert parser is not None
+        try:
+            return parser.parse_one(text)
+        except OverflowError:  # beyond Python's years: the value as a number, if exact
+            values, bad = parser.parse(pa.array([text]))
+            if bad[0].as_py() or values.type != dtype:
+                return None
+            return int(values[0].value)
+
+    def block(self, data: bytes, where: str, first: int, drops: DropCounter) -> pa.Table:
+        """The rows of a block of whole records, the first being record ``first`` of the file
+        (a line number with the default separators)."""
+        fast = self.fast
+        if fast is not None and self.separator is None:
+            whole = fast.read_whole(data)
+            if whole is not None:
+                table, redo = fast.convert(whole)
+                if not redo:
+                    return self._with_corrupt(table)
+                records = split_records(data, None)
+                return self._assemble(
+                    records, first, list(range(len(records))), table, redo, where, drops
+                )
+        records = split_records(data, self.separator)
+        candidates, rows_of = [], []
+        for index, record in enumerate(records):
+            body = record.strip(_BLANK)
+            if (
+                fast is not None
+                and body[:1] == b"{"
+                and body[-1:] == b"}"
+                and (self.separator is None or not (b"\n" in body or b"\r" in body))
+                and not fast.suspect(body)
+            ):
+                candidates.append(body)
+                rows_of.append(index)
+        if fast is None or not candidates:
+            return self._assemble(records, first, [], self.schema.empty_table(), [], where, drops)
+        table, bad = fast.read_records(candidates)
+        table, redo = fast.convert(table)
+        return self._assemble(records, first, rows_of, table, sorted(bad.union(redo)), where, drops)
+
+    def _assemble(
+        self,
+        records: list[bytes],
+        first: int,
+        rows_of: list[int],
+        table: pa.Table,
+        redo: list[int],
+        where: str,
+        drops: DropCounter,
+    ) -> pa.Table:
+        """The rows of ``records`` in order: ``table`` has one row for each record of
+        ``rows_of`` (the fast path's), but those at the positions ``redo``; the slow path reads
+        the rest."""
+        fast_row = dict(zip(rows_of, range(len(rows_of)), strict=True))
+        for position in redo:
+            del fast_row[rows_of[position]]
+        order: list[int] = []
+        slow: list[dict[str, Any]] = []
+        dropped, first_dropped = 0, 0
+        for index, record in enumerate(records):
+            row = fast_row.get(index)
+            if row is not None:
+                order.append(row)
+                continue
+            if not record.strip(_BLANK):
+                continue
+            result = self.slow.read(record)
+            kept = self._kept(result, record, where, first + index)
+            if kept is None:
+                dropped, first_dropped = dropped + 1, first_dropped or first + index
+                continue
+            order.extend(range(table.num_rows + len(slow), table.num_rows + len(slow) + len(kept)))
+            slow.extend(kept)
+        if dropped:
+            drops.add(dropped, where, first_dropped, "JSON", self.unit)
+        if not slow and len(order) == table.num_rows:
+            return self._with_corrupt(table)  # the fast rows only, all of them, in order
+        both = pa.concat_tables(
+            [self._with_corrupt(table), pa.Table.from_pylist(slow, schema=self.output)]
+        )
+        return both.take(pa.array(order, pa.int64()))
+
+    def _kept(
+        self, result: RecordResult, record: bytes, where: str, number: int
+    ) -> list[dict[str, Any]] | None:
+        """The rows a record gives in this mode (None: dropped); FAILFAST raises."""
+        if result.malformed is None:
+            return result.rows
+        if self.mode == "FAILFAST":
+            raise failfast_error("JSON", where, number, result.malformed, self.unit)
+        if self.mode == "DROPMALFORMED":
+            return None
+        if not self.corrupt:
+            return result.partial
+        text = record_text(record)
+        return [{**row, CORRUPT: text} for row in result.partial]
+
+    def document(self, data: bytes, where: str, drops: DropCounter) -> pa.Table:
+        """The rows of a multiLine file: one record, whatever its line breaks."""
+        result = self.slow.read(data)
+        if result.malformed is None:
+            return pa.Table.from_pylist(result.rows, schema=self.output)
+        if self.mode == "FAILFAST":
+            raise MalformedRecordError(
+                f"[MALFORMED_RECORD_IN_PARSING] Malformed JSON document {where}"
+                f"{_at_line(data, result)} (parse mode FAILFAST, multiLine): {result.malformed}. "
+                "Fix the file, or set option mode to PERMISSIVE or DROPMALFORMED."
+            )
+        if self.mode == "DROPMALFORMED":
+            drops.add(1, where, 1, "JSON", "document")
+            return self.output.empty_table()
+        rows = result.partial
+        if self.corrupt:
+            text = record_text(data)
+            rows = [{**row, CORRUPT: text} for row in rows]
+        return pa.Table.from_pylist(rows, schema=self.output)
+
+    def _with_corrupt(self, table: pa.Table) -> pa.Table:
+        if not self.corrupt:
+            return table
+        return table.append_column(self.output.field(-1), pa.nulls(table.num_rows, pa.string()))
+
+
+def _at_line(data: bytes, result: RecordResult) -> str:
+    """`` at line N`` where a document goes wrong, when the reader knows."""
+    if result.position is None:
+        return ""
+    if result.kind == "invalid_utf8":
+        before = data[: result.position]
+    else:
+        before = data.decode(errors="surrogateescape")[: result.position].encode(
+            errors="surrogateescape"
+        )
+    return f" at line {_separators(before, None) + 1}"
+
+
+@lru_cache(maxsize=64)
+def json_reading(
+    schema: pa.Schema, corrupt: bool, mode: str, settings: JsonSettings
+) -> JsonReading:
+    """One reader per schema, mode and options (building one prepares every column)."""
+    return JsonReading(schema, corrupt, mode, settings)

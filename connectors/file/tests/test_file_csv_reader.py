@@ -265,3 +265,24 @@ def test_floats_read_as_java_reads_them() -> None:
     values = [row["f"] for row in found]
     assert values[:4] == [math.inf, -math.inf, 2.5, 1.5]
     assert values[4] == "NaN" and values[5] == math.inf
+
+
+@pytest.mark.parametrize("block_size", [3, 7, 12, 1 << 20])
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "FAILFAST"])
+def test_a_record_ending_at_line_sep_is_never_cut_where_a_block_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_size: int, mode: str
+) -> None:
+    """With lineSep a line feed is part of a record: blocks of whole lines must be joined
+    back into whole records before they are read."""
+    from microbatch_file import _formats
+
+    monkeypatch.setattr(_formats, "BLOCK_SIZE", block_size)
+    path = tmp_path / "windows.csv"
+    path.write_bytes(b'x,y\r\na,"b\nc"\r\nd,e\r\n')
+    reader = mb.Session().read.format("csv").options(lineSep="\r\n", mode=mode)
+    table = reader.schema("a STRING, b STRING").load(str(path))
+    assert table.to_pylist() == [
+        {"a": "x", "b": "y"},
+        {"a": "a", "b": "b\nc"},
+        {"a": "d", "b": "e"},
+    ]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 import random
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+import microbatch as mb
 from microbatch import ReadAllAvailable, ReadContext
 from microbatch.errors import SchemaError, SourceError
 from microbatch.spark_datetime import DatetimeParser
@@ -329,3 +331,24 @@ def test_pyarrow_inference_gives_the_types_spark_infers(lines: list[bytes]) -> N
     blank = b"\n\n".join(lines) + b"\n"  # a blank line: inferred record by record
     slow = infer_json_schema([(blank, "f.json")], JsonSettings(), "PERMISSIVE", False)
     assert fast == slow
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "FAILFAST"])
+def test_a_decimal_beyond_its_precision_is_malformed_on_the_fast_path(
+    tmp_path: Path, mode: str
+) -> None:
+    """pyarrow reads 99999 into DECIMAL(5,2) without checking its precision: the block's
+    clean records must not carry that value (Spark: malformed)."""
+    clean = "".join('{"dec": 1.25}\n' for _ in range(20))
+    path = tmp_path / "d.json"
+    path.write_text('{"dec": 99999}\n{"dec": "1234.5"}\n' + clean)
+    reader = mb.Session().read.format("json").option("mode", mode)
+    if mode == "FAILFAST":
+        with pytest.raises(SourceError, match="line 1"):
+            reader.schema("dec DECIMAL(5,2)").load(str(path))
+        return
+    table = reader.schema("dec DECIMAL(5,2), _corrupt_record STRING").load(str(path))
+    table.validate(full=True)
+    assert table.column("dec").to_pylist()[:3] == [None, None, Decimal("1.25")]
+    corrupt = table.column("_corrupt_record").to_pylist()
+    assert corrupt[:3] == ['{"dec": 99999}', '{"dec": "1234.5"}', None]

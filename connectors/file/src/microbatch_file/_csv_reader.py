@@ -36,6 +36,7 @@ from microbatch.errors import SchemaError, SourceError
 
 from ._csv_columns import ColumnConverter, datetime_type, supported
 from ._datetimes import DatetimeOptions
+from ._json_spark import record_blocks
 from ._parse_modes import CORRUPT, DropCounter, failfast_error
 from ._spark_csv import (
     CsvSyntaxError,
@@ -157,6 +158,9 @@ class CsvFileReader:
         try:
             if self.options.multi_line:
                 yield from self._stream(blocks)
+            elif self.options.line_sep is not None:
+                # a record ends only at lineSep, which a block of whole lines may cut
+                yield from self._blocks(record_blocks(blocks, self.options.line_sep.encode()))
             else:
                 yield from self._blocks(blocks)
         except CsvSyntaxError as error:

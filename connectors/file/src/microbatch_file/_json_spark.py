@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -138,19 +139,21 @@ def record_blocks(
 
 
 # -- the fast path ---------------------------------------------------------------------------
-def _arrow_exact(dtype: pa.DataType) -> bool:
-    """Whether pyarrow's reader gives Spark's values of ``dtype`` for every value it accepts."""
+def _arrow_exact(dtype: pa.DataType, top: bool = True) -> bool:
+    """Whether pyarrow's reader gives Spark's values of ``dtype`` for every value it accepts
+    (a DECIMAL only as a column of its own: pyarrow does not check that a value fits its
+    precision, which :meth:`_Fast.convert` does for columns)."""
     types = pa.types
     if isinstance(dtype, pa.StructType):
-        return all(_arrow_exact(f.type) for f in dtype)
+        return all(_arrow_exact(f.type, top=False) for f in dtype)
     if isinstance(dtype, pa.ListType):
-        return _arrow_exact(dtype.value_type)
+        return _arrow_exact(dtype.value_type, top=False)
     return bool(
         types.is_boolean(dtype)
         or types.is_signed_integer(dtype)
         or dtype == _FLOAT64
         or types.is_string(dtype)
-        or types.is_decimal128(dtype)
+        or (top and types.is_decimal128(dtype))
     )
 
 
@@ -292,6 +295,8 @@ class _Fast:
                     values = values.cast(f.type, safe=False)
             elif f.type == _FLOAT32:
                 values, odd = _float32(values)
+            elif pa.types.is_decimal128(f.type) and f.type.precision < 38:
+                odd = _beyond_precision(values)  # (38 digits: pyarrow refuses more itself)
             if odd is not None:
                 odd = pc.fill_null(odd, False)  # a null value is no problem
                 redo = odd if redo is None else pc.or_(redo, odd)
@@ -300,6 +305,14 @@ class _Fast:
         if redo is not None and pc.any(redo).as_py():
             rows = pc.indices_nonzero(redo).to_pylist()
         return pa.Table.from_arrays(columns, schema=self.schema), rows
+
+
+def _beyond_precision(values: pa.Array) -> pa.Array:
+    """Where a DECIMAL value pyarrow read does not fit its precision (Spark: malformed)."""
+    precision, scale = values.type.precision, values.type.scale
+    wide = pa.decimal128(38, scale)
+    limit = pa.scalar(Decimal(10 ** (precision - scale)), wide)
+    return pc.greater_equal(pc.abs(values.cast(wide)), limit)
 
 
 def _has(text: pa.Array, pattern: str) -> bool:

@@ -126,30 +126,6 @@ class JsonFormat(FileFormat):
             yield reading.block(data, where, first, self.drops)
 
 
-def merge_types(left: pa.DataType, right: pa.DataType) -> pa.DataType:
-    """The type that holds values of both (Spark's JSON inference rules: numbers widen to
-    DOUBLE, structs merge their fields, anything else that differs becomes STRING)."""
-    if left == right:
-        return left
-    if pa.types.is_null(left):
-        return right
-    if pa.types.is_null(right):
-        return left
-    numeric = (pa.types.is_integer, pa.types.is_floating)
-    if any(test(left) for test in numeric) and any(test(right) for test in numeric):
-        if pa.types.is_integer(left) and pa.types.is_integer(right):
-            return pa.int64()
-        return pa.float64()
-    if isinstance(left, pa.StructType) and isinstance(right, pa.StructType):
-        fields = {f.name: f.type for f in left}
-        for f in right:
-            fields[f.name] = merge_types(fields[f.name], f.type) if f.name in fields else f.type
-        return pa.struct([pa.field(name, dtype) for name, dtype in fields.items()])
-    if isinstance(left, pa.ListType) and isinstance(right, pa.ListType):
-        return pa.list_(merge_types(left.value_type, right.value_type))
-    return pa.string()
-
-
 # -- CSV -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CsvFormat(FileFormat):

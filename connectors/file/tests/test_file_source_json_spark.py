@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from microbatch.spark_datetime import DatetimeParser
 from microbatch.spark_json import SparkJsonOptions, SparkJsonReader
 from microbatch_file import _formats, _json_spark
 from microbatch_file._datetimes import DatetimeOptions
-from microbatch_file._json_spark import JsonSettings, split_records
+from microbatch_file._json_spark import JsonSettings
 from microbatch_file._parse_modes import CORRUPT, DropCounter
+from microbatch_file._records import split_records
 from microbatch_file.sources import JsonFileSource
 
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.string())])
@@ -159,7 +161,7 @@ def decoded(data: bytes, schema: pa.Schema, mode: str, block: int = 0) -> list[d
     drops = DropCounter()
     start = 0
     for first, cut in _cuts(data, block):
-        tables.append(reading.block(data[start:cut], "f.json", first, drops))
+        tables.append(reading.block(data[start:cut], "f.json", first, drops)[0])
         start = cut
     return pa.concat_tables(tables).to_pylist() if tables else []
 
@@ -238,6 +240,43 @@ def test_the_iso_cast_gives_what_the_datetime_parser_gives(kind: Any, zone: str)
         cast = _json_spark._iso_cast(parser, values)
         if cast is not None:
             assert cast.equals(parser.parse(values)[0]), text
+
+
+def test_the_quick_shape_check_admits_only_text_of_the_iso_shape() -> None:
+    rng = random.Random(13)
+    pieces = [
+        "2024", "0999", "1999", "-", "03", "1", "01", "T", " ", "t", "12", ":", "00", "59",
+        "60", ".", "5", "123456", "1234567", "Z", "z", "+", "02", "18", "19", "30", "",
+    ]  # fmt: skip
+    texts = ["2024-03-01T12:00:00Z", "2024-03-01T12:00Z", "2024-03-01T12Z", "0999-03-01T12:00:00Z"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randrange(4, 14))) for _ in range(4000)]
+    texts += [
+        f"2024-03-01{rng.choice('T ')}{rng.choice(['12', '12:30', '12:30:59'])}"
+        f"{rng.choice(['', '.5', '.123456'])}{rng.choice(['Z', '+19:00', '+0530', '-01', ''])}"
+        for _ in range(2000)
+    ]
+    admitted = 0
+    for text in texts:
+        values = pa.array([text])
+        if not _json_spark._utc_shaped(values):
+            continue
+        try:
+            values.cast(pa.timestamp("us", tz="UTC"))
+        except pa.ArrowInvalid:
+            continue
+        admitted += 1
+        assert re.fullmatch(_json_spark._ISO_ZONED[1:-1], text), text
+    assert admitted > 100
+
+
+def test_a_clean_block_with_two_documents_on_a_line_keeps_the_first() -> None:
+    lines = [b'{"a": %d, "b": "x"}' % i for i in range(50)]
+    lines[10] = b'{"a": 10, "b": "} {"}'
+    lines[20] = b'{"a": 20} {"a": 21}'
+    lines[30] = b'{"a": 30}\t \t{"a": 31}'
+    lines[40] = b'{"a": 40}{"a": 41}'
+    rows = decoded(b"\n".join(lines) + b"\n", SCHEMA, "FAILFAST")
+    assert [row["a"] for row in rows] == list(range(50))
 
 
 # -- lineSep, multiLine ------------------------------------------------------------------------

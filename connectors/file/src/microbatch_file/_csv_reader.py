@@ -36,8 +36,8 @@ from microbatch.errors import SchemaError, SourceError
 
 from ._csv_columns import ColumnConverter, datetime_type, supported
 from ._datetimes import DatetimeOptions
-from ._json_spark import record_blocks
 from ._parse_modes import CORRUPT, DropCounter, failfast_error
+from ._records import record_blocks
 from ._spark_csv import (
     CsvSyntaxError,
     Record,

@@ -20,9 +20,10 @@ from microbatch.errors import SourceError
 from ._csv_infer import infer_csv_schema
 from ._csv_reader import CsvFileReader, CsvSettings
 from ._json_infer import infer_json_schema
-from ._json_spark import JsonSettings, json_reading, record_blocks
+from ._json_spark import JsonSettings, json_reading
 from ._listing import FileEntry
 from ._parse_modes import DropCounter
+from ._records import whole_records
 
 __all__ = [
     "CsvFormat",
@@ -41,13 +42,13 @@ class FileChangedError(SourceError):
     """A file is shorter than when it was taken (it was rewritten in place)."""
 
 
-def read_blocks(
+def read_chunks(
     fs: Any, entry: FileEntry, where: str, block_size: int | None = None
-) -> Iterator[tuple[bytes, int]]:
+) -> Iterator[bytes]:
     """The first ``entry.size`` bytes of the file in blocks of whole lines (of about
-    :data:`BLOCK_SIZE` bytes), each with the number of its first line."""
+    :data:`BLOCK_SIZE` bytes)."""
     block_size = block_size or BLOCK_SIZE
-    remaining, carry, line = entry.size, b"", 1
+    remaining, carry = entry.size, b""
     with fs.open(entry.path, "rb") as handle:
         while remaining > 0:
             chunk = handle.read(min(block_size, remaining))
@@ -67,12 +68,21 @@ def read_blocks(
                     carry = data
                     continue
                 data, carry = data[: cut + 1], data[cut + 1 :]
-            yield data, line
-            line += data.count(b"\n")
+            yield data
+
+
+def read_blocks(
+    fs: Any, entry: FileEntry, where: str, block_size: int | None = None
+) -> Iterator[tuple[bytes, int]]:
+    """:func:`read_chunks`, each block with the number of its first line."""
+    line = 1
+    for data in read_chunks(fs, entry, where, block_size):
+        yield data, line
+        line += data.count(b"\n")
 
 
 def _read_all(fs: Any, entry: FileEntry, where: str) -> bytes:
-    return b"".join(data for data, _ in read_blocks(fs, entry, where, block_size=entry.size or 1))
+    return b"".join(read_chunks(fs, entry, where, block_size=entry.size or 1))
 
 
 class FileFormat(ABC):
@@ -121,9 +131,11 @@ class JsonFormat(FileFormat):
         if self.multi_line:
             yield reading.document(_read_all(fs, entry, where), where, self.drops)
             return
-        blocks = record_blocks(read_blocks(fs, entry, where), self.settings.separator)
-        for data, first in blocks:
-            yield reading.block(data, where, first, self.drops)
+        first = 1
+        for data in whole_records(read_chunks(fs, entry, where), self.settings.separator):
+            table, records = reading.block(data, where, first, self.drops)
+            first += records
+            yield table
 
 
 # -- CSV -------------------------------------------------------------------------------------
@@ -193,7 +205,7 @@ class TextFormat(FileFormat):
             data = _read_all(fs, entry, where)
             yield pa.table([pa.array([data.decode("utf-8", errors="replace")])], schema=schema)
             return
-        for data, _ in read_blocks(fs, entry, where):
+        for data in read_chunks(fs, entry, where):
             if data:
                 yield pa.table([_text_lines(data)], schema=schema)
 

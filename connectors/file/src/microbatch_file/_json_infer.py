@@ -27,7 +27,8 @@ from microbatch.spark_json_schema import (
     root_struct,
 )
 
-from ._json_spark import JsonSettings, split_records
+from ._json_spark import JsonSettings
+from ._records import split_records
 
 __all__ = ["infer_json_schema"]
 

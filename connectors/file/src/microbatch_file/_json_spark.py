@@ -26,7 +26,7 @@ A multiLine file is one record, read by ``SparkJsonReader``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -42,8 +42,9 @@ from microbatch.spark_json import RecordResult, SparkJsonOptions, SparkJsonReade
 
 from ._datetimes import DatetimeOptions
 from ._parse_modes import CORRUPT, DropCounter, MalformedRecordError, failfast_error
+from ._records import count_separators, split_records
 
-__all__ = ["JsonReading", "JsonSettings", "json_reading", "record_blocks", "split_records"]
+__all__ = ["JsonReading", "JsonSettings", "json_reading"]
 
 _BLOCK = 1 << 20
 """The block size of ``read_json`` (it reads larger inputs on several threads)."""
@@ -52,7 +53,6 @@ _PARTS = 16
 _FEW = 8
 """... and a failing part this small goes to the slow path whole."""
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError)
-_LINE_BREAKS = re.compile(rb"\r\n|\r|\n")
 _ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
 _BLANK = b" \t\r\n"
 _EMPTY_OBJECT = pa.scalar("{}")
@@ -71,6 +71,9 @@ _ISO_LOCAL = f"^{_DATE}{_TIME}$"
 _ISO_DATE = f"^{_DATE}$"
 """The ISO shapes that pyarrow's cast reads exactly as Spark's default datetime parsing does
 (other text, and text the cast refuses, is parsed by DatetimeParser)."""
+_TWO_DOCUMENTS = r"\}[ \t\r]*\{"
+"""Where a record may hold a second document (or a string holds the text)."""
+_SHORTEST_UTC = len("2000-01-01T00:00:00Z")
 
 
 @dataclass(frozen=True)
@@ -93,52 +96,6 @@ class JsonSettings:
         return None if self.line_sep is None else self.line_sep.encode()
 
 
-# -- records ---------------------------------------------------------------------------------
-def split_records(data: bytes, separator: bytes | None) -> list[bytes]:
-    """The records of ``data`` (the last one may lack its separator)."""
-    if separator is None:
-        parts = _LINE_BREAKS.split(data) if b"\r" in data else data.split(b"\n")
-    else:
-        parts = data.split(separator)
-    if parts and not parts[-1]:
-        parts.pop()
-    return parts
-
-
-def _separators(data: bytes, separator: bytes | None) -> int:
-    if separator is not None:
-        return data.count(separator)
-    if b"\r" not in data:  # the common case: one count instead of three
-        return data.count(b"\n")
-    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
-
-
-def _record_count(data: bytes) -> int:
-    """How many records ``data`` holds with the default separators."""
-    return _separators(data, None) + (0 if data.endswith((b"\n", b"\r")) else 1)
-
-
-def record_blocks(
-    blocks: Iterable[tuple[bytes, int]], separator: bytes | None
-) -> Iterator[tuple[bytes, int]]:
-    """Blocks of whole records, each with the number of its first record (from 1), out of
-    blocks of whole lines (``read_blocks``): a record between custom separators may span them."""
-    number, carry = 1, b""
-    for data, _ in blocks:
-        if separator is not None:
-            data = carry + data
-            cut = data.rfind(separator)
-            if cut < 0:
-                carry = data
-                continue
-            data, carry = data[: cut + len(separator)], data[cut + len(separator) :]
-        yield data, number
-        number += _separators(data, separator)
-    if carry:
-        yield carry, number
-
-
-# -- the fast path ---------------------------------------------------------------------------
 def _arrow_exact(dtype: pa.DataType, top: bool = True) -> bool:
     """Whether pyarrow's reader gives Spark's values of ``dtype`` for every value it accepts
     (a DECIMAL only as a column of its own: pyarrow does not check that a value fits its
@@ -227,10 +184,11 @@ class _Fast:
             return None  # a record starts otherwise than with "{" (or is blank)
         if any(_has(text, s.lstrip("-")) and _has(text, s) for s in self.suspects):
             return None
-        table = self._read(data)
-        if table is None or table.num_rows != _record_count(data):
-            return None  # a record holds several documents ({"a":1}{"a":2})
-        return table
+        if _has(text, _TWO_DOCUMENTS):
+            return None  # maybe a record of several documents ({"a":1}{"a":2}): pyarrow
+            # would read a row of each
+        return self._read(data)  # one row for each line: each starts a document, and holds
+        # one, or pyarrow fails
 
     def read_records(self, records: list[bytes]) -> tuple[pa.Table, set[int]]:
         """Records that each start with "{", end with "}" and hold no line break: a row for
@@ -362,7 +320,9 @@ def _iso_cast(parser: DatetimeParser, texts: pa.Array) -> pa.Array | None:
         if parser.time_zone == "UTC":
             steps.append((_ISO_LOCAL, [_NTZ, _TIMESTAMP]))
     for shape, types in steps:
-        if pc.all(pc.match_substring_regex(texts, shape), min_count=0).as_py():
+        if (shape is _ISO_ZONED and _utc_shaped(texts)) or pc.all(
+            pc.match_substring_regex(texts, shape), min_count=0
+        ).as_py():
             try:
                 for dtype in types:
                     texts = texts.cast(dtype)
@@ -370,6 +330,20 @@ def _iso_cast(parser: DatetimeParser, texts: pa.Array) -> pa.Array | None:
                 return None
             return texts
     return None
+
+
+def _utc_shaped(texts: pa.Array) -> bool:
+    """Whether each of ``texts`` that pyarrow casts to a zoned TIMESTAMP has the shape
+    :data:`_ISO_ZONED` too, found faster than its regular expression: pyarrow's cast takes
+    ``YYYY-MM-DD[T ]hh[:mm[:ss[.f{1,6}]]]`` with a zone ``Z`` or ``[+-]hh[[:]mm]``, each field
+    in range. Ending in ``Z``, at least 20 characters long, and not from a year below 1000,
+    such a text has all the fields and the zone the shape asks for."""
+    lengths = pc.min_max(pc.binary_length(texts))["min"].as_py()
+    return (
+        (lengths is None or lengths >= _SHORTEST_UTC)
+        and pc.all(pc.ends_with(texts, "Z"), min_count=0).as_py()
+        and not pc.any(pc.starts_with(texts, "0")).as_py()
+    )
 
 
 def _float32(doubles: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -415,19 +389,22 @@ class JsonReading:
                 return None
             return int(values[0].value)
 
-    def block(self, data: bytes, where: str, first: int, drops: DropCounter) -> pa.Table:
+    def block(
+        self, data: bytes, where: str, first: int, drops: DropCounter
+    ) -> tuple[pa.Table, int]:
         """The rows of a block of whole records, the first being record ``first`` of the file
-        (a line number with the default separators)."""
+        (a line number with the default separators), and how many records the block held."""
         fast = self.fast
         if fast is not None and self.separator is None:
             whole = fast.read_whole(data)
             if whole is not None:
                 table, redo = fast.convert(whole)
                 if not redo:
-                    return self._with_corrupt(table)
+                    return self._with_corrupt(table), table.num_rows
                 records = split_records(data, None)
-                return self._assemble(
-                    records, first, list(range(len(records))), table, redo, where, drops
+                every = list(range(len(records)))
+                return self._assemble(records, first, every, table, redo, where, drops), len(
+                    records
                 )
         records = split_records(data, self.separator)
         candidates, rows_of = [], []
@@ -443,10 +420,12 @@ class JsonReading:
                 candidates.append(body)
                 rows_of.append(index)
         if fast is None or not candidates:
-            return self._assemble(records, first, [], self.schema.empty_table(), [], where, drops)
+            empty = self.schema.empty_table()
+            return self._assemble(records, first, [], empty, [], where, drops), len(records)
         table, bad = fast.read_records(candidates)
         table, redo = fast.convert(table)
-        return self._assemble(records, first, rows_of, table, sorted(bad.union(redo)), where, drops)
+        redo = sorted(bad.union(redo))
+        return self._assemble(records, first, rows_of, table, redo, where, drops), len(records)
 
     def _assemble(
         self,
@@ -541,7 +520,7 @@ def _at_line(data: bytes, result: RecordResult) -> str:
         before = data.decode(errors="surrogateescape")[: result.position].encode(
             errors="surrogateescape"
         )
-    return f" at line {_separators(before, None) + 1}"
+    return f" at line {count_separators(before, None) + 1}"
 
 
 @lru_cache(maxsize=64)

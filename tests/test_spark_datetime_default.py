@@ -3,6 +3,7 @@ as by ``CAST``, the readers' fallbacks, and a time alone."""
 
 from __future__ import annotations
 
+import random
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,6 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from microbatch import spark_datetime
+from microbatch._datetime_cast import _cast_timestamp
 from microbatch.spark_datetime import DatetimeParser
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -67,3 +70,21 @@ def test_a_time_alone_takes_todays_date_in_its_zone(text: str, zone: str, wall: 
             got = parser.parse_one(text)
     assert got in expected
     assert DatetimeParser("timestamp_ntz", time_zone=zone).parse_one(text) is None
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_the_quick_utc_reading_agrees_with_the_reference(zone: str) -> None:
+    rng = random.Random(5)
+    parser_zone = DatetimeParser("timestamp", None, zone)._zone
+    agreed = 0
+    for _ in range(5000):
+        text = (
+            f"{rng.randrange(1000, 10000):04d}-{rng.randrange(0, 14):02d}-"
+            f"{rng.randrange(0, 33):02d}T{rng.randrange(0, 26):02d}:{rng.randrange(0, 61):02d}:"
+            f"{rng.randrange(0, 61):02d}{rng.choice(['', '.5', '.123', '.123456'])}Z"
+        )
+        quick = spark_datetime._utc_text_value(text)
+        if quick is not None:
+            agreed += 1
+            assert quick == _cast_timestamp(text, parser_zone), text
+    assert agreed > 1000

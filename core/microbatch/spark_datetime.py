@@ -50,6 +50,8 @@ _TYPES = {"timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timesta
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
+_UTC_TEXT = re.compile(r"([1-9]\d{3})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?Z")
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class DatetimeParser:
@@ -164,6 +166,9 @@ class DatetimeParser:
         if self.kind == "timestamp_ntz":
             return _cast_timestamp(text, None)
         if self.kind == "timestamp":
+            value = _utc_text_value(text)  # the common case, taken alike by every reading
+            if value is not None:
+                return value
             value = _cast_timestamp(text, self._zone)
             if value is None:  # the readers' fallback
                 value = _cast_timestamp(text.replace("GMT", ""), self._zone)
@@ -175,3 +180,21 @@ class DatetimeParser:
             number = int(text)
             days = _julian_to_gregorian(number) if _INT_MIN <= number <= _INT_MAX else None
         return days
+
+
+def _utc_text_value(text: str) -> int | None:
+    """Microseconds since the epoch of ``yyyy-MM-ddTHH:mm:ss[.SSSSSS]Z`` text (a valid date and
+    time), which Spark's default parsing reads as that instant whatever the zone; None for any
+    other text."""
+    found = _UTC_TEXT.fullmatch(text)
+    if found is None:
+        return None
+    year, month, day, hour, minute, second, fraction = found.groups()
+    try:
+        moment = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second),
+            int((fraction or "0").ljust(6, "0")),
+        )  # fmt: skip
+    except ValueError:
+        return None
+    return (moment - _EPOCH) // _MICROSECOND

@@ -269,6 +269,31 @@ def test_the_quick_shape_check_admits_only_text_of_the_iso_shape() -> None:
     assert admitted > 100
 
 
+def test_records_pyarrow_rejects_are_found_from_the_rows_it_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines = [b'{"a": %d, "b": "x"}' % i for i in range(2000)]
+    for row in (37, 500, 501, 1999):
+        lines[row] = b'{"a": %d,, "b": "x"}' % row  # ends with "}": only a read finds it
+    lines[900] = b'{"a": 900, "b": 5}'  # a number for a STRING: screened out before reading
+    lines[901] = b'{"a": "901"}'
+    data = b"\n".join(lines) + b"\n"
+    reads = 0
+    read_json = _json_spark.pajson.read_json
+
+    def counted(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return read_json(*args)
+
+    monkeypatch.setattr(_json_spark.pajson, "read_json", counted)
+    for mode in ("PERMISSIVE", "DROPMALFORMED"):
+        expected = reference(data, SCHEMA, mode)
+        assert not isinstance(expected, str)
+        assert repr(decoded(data, SCHEMA, mode)) == repr(_as_arrow(expected, SCHEMA))
+    assert reads <= 2 * (4 + 2)  # the block, then a read after each bad record, and the last
+
+
 def test_a_clean_block_with_two_documents_on_a_line_keeps_the_first() -> None:
     lines = [b'{"a": %d, "b": "x"}' % i for i in range(50)]
     lines[10] = b'{"a": 10, "b": "} {"}'

@@ -57,6 +57,7 @@ log = logging.getLogger("microbatch.file")
 _BOM = "\ufeff".encode()
 _BLANK = r"^[\x00-\x20]+$"  # lines Spark skips: Java's trim leaves nothing
 _SPACES = r"^[\x00-\x20]*$"
+_ZERO = pa.scalar(0, pa.uint8())
 _BATCH = 65536  # records per table with multiLine
 _EXACT_COUNT = 200  # at most this many columns: the line pattern counts the fields itself
 _PART = 2 << 20  # bytes of a block one thread checks
@@ -330,15 +331,20 @@ class CsvFileReader:
         lines = pc.split_pattern(_binary(data), b"\n").flatten()
         if data.endswith(b"\n"):
             lines = lines.slice(0, len(lines) - 1)
-        skip = pc.or_(pc.equal(lines, b""), pc.equal(lines, b"\r"))
-        skip = pc.or_(skip, pc.match_substring_regex(lines, _BLANK))
-        if self.options.comment:
-            skip = pc.or_(skip, pc.starts_with(lines, self.options.comment.encode()))
         checked = lines  # as pyarrow reads them: a byte order mark at the start dropped
         if len(lines) and lines[0].as_py().startswith(_BOM):
             first = pa.array([lines[0].as_py()[3:]], lines.type)
             checked = pa.concat_arrays([first, lines.slice(1)])
         shaped = pc.fill_null(pc.match_substring_regex(checked, self.line_pattern), False)
+        skip = pc.or_(pc.equal(lines, b""), pc.equal(lines, b"\r"))
+        if self.n > 1 and self.options.sep > " ":  # a blank line has no separator: not shaped
+            unshaped = pc.indices_nonzero(pc.invert(shaped))
+            blank = unshaped.filter(pc.match_substring_regex(lines.take(unshaped), _BLANK))
+            skip = pc.or_(skip, _flags(len(lines), blank.to_pylist()))
+        else:
+            skip = pc.or_(skip, pc.match_substring_regex(lines, _BLANK))
+        if self.options.comment:
+            skip = pc.or_(skip, pc.starts_with(lines, self.options.comment.encode()))
         good = pc.and_not(shaped, skip)
         if self.n > _EXACT_COUNT:
             good = pc.and_(good, self._counted(checked))
@@ -518,6 +524,16 @@ def _bom_agrees(text: bytes, number: int, tokenizer: Tokenizer) -> bool:
     if not text.startswith(_BOM):
         return True
     return number == 1 and not tokenizer.started and text[3:4] not in (b"\n", b"\r", b"")
+
+
+def _flags(length: int, rows: list[int]) -> pa.Array:
+    """A boolean array of ``length``, true at ``rows``."""
+    flags = bytearray(length)
+    for row in rows:
+        flags[row] = 1
+    return pc.not_equal(
+        pa.Array.from_buffers(pa.uint8(), length, [None, pa.py_buffer(flags)]), _ZERO
+    )
 
 
 def _unset(mask: pa.Array, index: int) -> pa.Array:

@@ -26,7 +26,7 @@ A multiLine file is one record, read by ``SparkJsonReader``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -52,9 +52,13 @@ _PARTS = 16
 """A list of records that fails to read is split in this many parts to find the bad ones..."""
 _FEW = 8
 """... and a failing part this small goes to the slow path whole."""
+_SCANS = 3
+"""Reads of a list of records, each after the bad ones pyarrow named, before splitting it."""
+_ROW_OF_ERROR = re.compile(r" in row (\d+)$")
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError)
 _ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]?")
 _BLANK = b" \t\r\n"
+_BLANK_TEXT = _BLANK.decode()
 _EMPTY_OBJECT = pa.scalar("{}")
 _NEWLINE = pa.scalar("\n")
 _ZERO = pa.scalar(0, pa.uint8())
@@ -160,6 +164,9 @@ class _Fast:
         nonnumeric = settings.options.allow_non_numeric_numbers
         self.suspects = ("-NaN",) if nonnumeric else ("NaN", "Infinity")
         """Text pyarrow reads otherwise than Spark: records holding it take the slow path."""
+        self.mistyped = _mistyped_pattern(schema, self.parsers)
+        """Where a record shows a value of another type than its column's (see
+        :func:`_mistyped_pattern`)."""
 
     @classmethod
     def make(cls, schema: pa.Schema, settings: JsonSettings) -> _Fast | None:
@@ -176,9 +183,8 @@ class _Fast:
         all, one row each; else None."""
         if data[:1] != b"{":
             return None
-        try:
-            text = pa.array([data], pa.large_binary()).cast(pa.large_string())
-        except pa.ArrowInvalid:
+        text = _text(data)
+        if text is None:
             return None  # not UTF-8, which read_json does not check inside strings
         if _has(text, r"\n[^{]") or (b"\r" in data and _has(text, r"\r[^\n{]")):
             return None  # a record starts otherwise than with "{" (or is blank)
@@ -200,15 +206,68 @@ class _Fast:
         except pa.ArrowInvalid:
             bad = {row for row, record in enumerate(records) if not _utf8(record)}
             lines = pc.if_else(_mask(len(records), bad), _EMPTY_OBJECT, binary).cast(pa.string())
-        table = self._read_lines(lines)
-        if table is None:
-            bad |= self._isolate(lines, 0, len(lines))
-            table = self._read_lines(pc.if_else(_mask(len(lines), bad), _EMPTY_OBJECT, lines))
-            if table is None:  # never expected: then pyarrow reads none of them
-                bad = set(range(len(records)))
-                table = self._read_lines(pa.array(["{}"] * len(records), pa.string()))
-                assert table is not None
+        table, rejected = self.read_lines(lines)
+        return table, bad | rejected
+
+    def read_lines(self, lines: pa.Array) -> tuple[pa.Table, set[int]]:
+        """:meth:`read_records` of records as a STRING array.
+
+        A read that fails names the row where pyarrow stopped; the rows after it are read
+        again, and so on, a call for each bad record (most of them were screened out before).
+        A failure that names no row, or names rows that are read well, leaves the rest to
+        :meth:`_isolate`, which reads parts of the records until it has the bad ones."""
+        count, bad = len(lines), set[int]()
+        current = lines
+        for _ in range(_SCANS):
+            joined = _joined(current)
+            table, error = self._attempt(joined, count)
+            if table is not None:
+                return table, bad
+            found = self._scan(current, joined, error)
+            if not found or found <= bad:
+                break
+            bad |= found
+            current = pc.if_else(_mask(count, bad), _EMPTY_OBJECT, lines)
+        bad |= self._isolate(current, 0, count)
+        table = self._read_lines(pc.if_else(_mask(count, bad), _EMPTY_OBJECT, lines))
+        if table is None:  # never expected: then pyarrow reads none of them
+            bad = set(range(count))
+            table = self._read_lines(pa.array(["{}"] * count, pa.string()))
+            assert table is not None
         return table, bad
+
+    def _scan(self, lines: pa.Array, joined: pa.Buffer, error: str | None) -> set[int]:
+        """The rows pyarrow names as it reads ``joined`` (``lines`` joined by line feeds)
+        again and again after each, ``error`` being the first read's failure."""
+        count = len(lines)
+        offsets = pa.Array.from_buffers(
+            pa.int32(), count + 1, [None, lines.buffers()[1]], offset=lines.offset
+        )
+        base = offsets[0].as_py()
+        found: set[int] = set()
+        cursor = 0
+        while error is not None:
+            hint = _ROW_OF_ERROR.search(error)
+            row = cursor + int(hint.group(1)) if hint else count
+            if row >= count:
+                break
+            found.add(row)
+            cursor = row + 1
+            if cursor == count:
+                break
+            rest = joined.slice(offsets[cursor].as_py() - base + cursor)
+            _, error = self._attempt(rest, count - cursor)
+        return found
+
+    def _attempt(self, data: pa.Buffer, count: int) -> tuple[pa.Table | None, str | None]:
+        """``data`` read in one block (so that an error's row counts from its start): the
+        table when it has ``count`` rows, else the error (None: another number of rows)."""
+        options = pajson.ReadOptions(use_threads=False, block_size=len(data) + 1)
+        try:
+            table = pajson.read_json(pa.BufferReader(data), options, self.parse)
+        except _READ_ERRORS as error:
+            return None, str(error)
+        return (table, None) if table.num_rows == count else (None, None)
 
     def _isolate(self, lines: pa.Array, start: int, stop: int) -> set[int]:
         """The rows of ``lines[start:stop]`` (which fail to read together) pyarrow rejects."""
@@ -225,8 +284,7 @@ class _Fast:
     def _read_lines(self, lines: pa.Array) -> pa.Table | None:
         if not len(lines):
             return self.read_schema.empty_table()
-        one_list = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
-        table = self._read(pc.binary_join(one_list, _NEWLINE)[0].as_buffer())
+        table = self._read(_joined(lines))
         return table if table is not None and table.num_rows == len(lines) else None
 
     def _read(self, data: bytes | pa.Buffer) -> pa.Table | None:
@@ -263,6 +321,72 @@ class _Fast:
         if redo is not None and pc.any(redo).as_py():
             rows = pc.indices_nonzero(redo).to_pylist()
         return pa.Table.from_arrays(columns, schema=self.schema), rows
+
+
+def _text(data: bytes) -> pa.Array | None:
+    """``data`` as a LARGE_STRING array of one value; None when it is not UTF-8."""
+    try:
+        return pa.array([data], pa.large_binary()).cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return None
+
+
+def _text_records(text: pa.Array, data: bytes, line_sep: str | None) -> pa.Array:
+    """The records of ``data`` (as ``text``) as a STRING array (see ``split_records``)."""
+    if line_sep is not None:
+        parts = pc.split_pattern(text, line_sep)
+    elif b"\r" in data:
+        parts = pc.split_pattern_regex(text, r"\r\n|\r|\n")
+    else:
+        parts = pc.split_pattern(text, "\n")
+    lines = parts.flatten().cast(pa.string())
+    if len(lines) and not lines[len(lines) - 1].as_py():
+        lines = lines.slice(0, len(lines) - 1)
+    return lines
+
+
+def _mistyped_pattern(schema: pa.Schema, parsers: Mapping[str, Any]) -> str | None:
+    """A regular expression found in a record where a column's value has another JSON type
+    than pyarrow reads (a string for a number...): such records go to the slow path without
+    failing a read first. It may find a few more (a field of a nested object), never fewer
+    than it should... nor need it: a read finds the others."""
+    starts: dict[str, list[str]] = {}
+    for f in schema:
+        dtype = f.type
+        if f.name in parsers or pa.types.is_string(dtype):
+            start = '"n'
+        elif pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or _decimal(dtype):
+            start = "-0-9n"
+        elif pa.types.is_boolean(dtype):
+            start = "tfn"
+        elif pa.types.is_struct(dtype):
+            start = "{n"
+        elif pa.types.is_list(dtype):
+            start = r"\[n"
+        else:
+            continue
+        starts.setdefault(start, []).append("".join(map(_literal, f.name)))
+    if not starts:
+        return None
+    return "|".join(  # (a value starts after the blanks: not a blank itself)
+        f'"(?:{"|".join(names)})"[ \t\r]*:[ \t\r]*[^{start} \t\r]'
+        for start, names in starts.items()
+    )
+
+
+def _decimal(dtype: pa.DataType) -> bool:
+    return bool(pa.types.is_decimal(dtype))
+
+
+def _literal(char: str) -> str:
+    """``char`` in a regular expression (RE2)."""
+    return char if char.isalnum() or char == "_" else f"\\x{{{ord(char):x}}}"
+
+
+def _joined(lines: pa.Array) -> pa.Buffer:
+    """The values of a STRING array joined by line feeds."""
+    one_list = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
+    return pc.binary_join(one_list, _NEWLINE)[0].as_buffer()
 
 
 def _beyond_precision(values: pa.Array) -> pa.Array:
@@ -406,7 +530,12 @@ class JsonReading:
                 return self._assemble(records, first, every, table, redo, where, drops), len(
                     records
                 )
-        records = split_records(data, self.separator)
+        if fast is not None:
+            text = _text(data)
+            if text is not None:
+                lines = _text_records(text, data, self.settings.line_sep)
+                return self._by_columns(text, lines, where, first, drops), len(lines)
+        records = split_records(data, self.separator)  # (not UTF-8, or no fast path)
         candidates, rows_of = [], []
         for index, record in enumerate(records):
             body = record.strip(_BLANK)
@@ -426,6 +555,57 @@ class JsonReading:
         table, redo = fast.convert(table)
         redo = sorted(bad.union(redo))
         return self._assemble(records, first, rows_of, table, redo, where, drops), len(records)
+
+    def _by_columns(
+        self, text: pa.Array, lines: pa.Array, where: str, first: int, drops: DropCounter
+    ) -> pa.Table:
+        """The rows of ``lines``, the records of a block (``text``), the records picked for
+        the fast path with Arrow kernels: those that start with "{" and end with "}", hold no
+        text pyarrow reads otherwise than Spark, and show no value of a column's wrong JSON
+        type."""
+        fast = self.fast
+        assert fast is not None
+        body = pc.ascii_trim(lines, _BLANK_TEXT)
+        picked = pc.and_(pc.starts_with(body, "{"), pc.ends_with(body, "}"))
+        suspects = [suspect for suspect in fast.suspects if _has(text, suspect)]
+        screens = [pc.match_substring(body, suspect) for suspect in suspects]
+        if self.separator is not None:
+            screens.append(pc.match_substring_regex(body, r"[\r\n]"))
+        if fast.mistyped is not None:
+            screens.append(pc.match_substring_regex(body, fast.mistyped))
+        for screen in screens:
+            picked = pc.and_not(picked, screen)
+        rows_of = pc.indices_nonzero(picked)
+        table, bad = fast.read_lines(body.filter(picked))
+        table, redo = fast.convert(table)
+        blank = pc.equal(pc.binary_length(body), 0)
+        slow = pc.indices_nonzero(pc.invert(pc.or_(picked, blank))).to_pylist()
+        rejected = bad.union(redo)
+        if rejected:
+            kept = pc.invert(_mask(len(rows_of), rejected))
+            slow = sorted(slow + [rows_of[row].as_py() for row in rejected])
+            table, rows_of = table.filter(kept), rows_of.filter(kept)
+        fast_table = self._with_corrupt(table)
+        if not slow:
+            return fast_table
+        rows: list[dict[str, Any]] = []
+        keys: list[int] = []
+        dropped, first_dropped = 0, 0
+        for index in slow:
+            record = lines[index].as_py().encode()
+            kept_rows = self._kept(self.slow.read(record), record, where, first + index)
+            if kept_rows is None:
+                dropped, first_dropped = dropped + 1, first_dropped or first + index
+                continue
+            rows.extend(kept_rows)
+            keys.extend([index] * len(kept_rows))
+        if dropped:
+            drops.add(dropped, where, first_dropped, "JSON", self.unit)
+        if not rows:
+            return fast_table
+        both = pa.concat_tables([fast_table, pa.Table.from_pylist(rows, schema=self.output)])
+        order = pa.concat_arrays([rows_of.cast(pa.int64()), pa.array(keys, pa.int64())])
+        return both.take(pc.sort_indices(order))  # a stable sort: a record's rows stay in order
 
     def _assemble(
         self,

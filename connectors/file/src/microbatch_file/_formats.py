@@ -48,7 +48,7 @@ def read_chunks(
     """The first ``entry.size`` bytes of the file in blocks of whole lines (of about
     :data:`BLOCK_SIZE` bytes)."""
     block_size = block_size or BLOCK_SIZE
-    remaining, carry = entry.size, b""
+    remaining, pending = entry.size, list[bytes]()  # read, not given yet: no line end in it
     with fs.open(entry.path, "rb") as handle:
         while remaining > 0:
             chunk = handle.read(min(block_size, remaining))
@@ -60,14 +60,12 @@ def read_chunks(
                     "ending in .tmp, then rename them into place)."
                 )
             remaining -= len(chunk)
-            data = carry + chunk
-            carry = b""
-            if remaining > 0:
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    carry = data
-                    continue
-                data, carry = data[: cut + 1], data[cut + 1 :]
+            cut = chunk.rfind(b"\n") if remaining > 0 else len(chunk) - 1
+            if cut < 0:
+                pending.append(chunk)  # joined once a line ends: no copy per block
+                continue
+            data = b"".join([*pending, chunk[: cut + 1]]) if pending else chunk[: cut + 1]
+            pending = [chunk[cut + 1 :]] if cut + 1 < len(chunk) else []
             yield data
 
 

@@ -41,17 +41,37 @@ def whole_records(blocks: Iterable[bytes], separator: bytes | None) -> Iterator[
     if separator is None:
         yield from blocks
         return
-    carry = b""
-    for data in blocks:
-        data = carry + data
-        cut = data.rfind(separator)
-        if cut < 0:
-            carry = data
+    pending: list[bytes] = []  # blocks without a separator since the last one given
+    width = len(separator)
+    for block in blocks:
+        edge = pending[-1][1 - width :] if pending and width > 1 else b""  # one may straddle
+        end = _records_end(edge + block, separator)
+        if end is None:
+            pending.append(block)
             continue
-        data, carry = data[: cut + len(separator)], data[cut + len(separator) :]
-        yield data
-    if carry:
-        yield carry
+        end -= len(edge)
+        if end < 0:  # the last separator ends in the edge: in the pending blocks
+            pending[-1], block = pending[-1][:end], pending[-1][end:] + block
+            end = 0
+        yield b"".join([*pending, block[:end]])
+        pending = [block[end:]] if end < len(block) else []
+    if pending:
+        yield b"".join(pending)
+
+
+def _records_end(data: bytes, separator: bytes) -> int | None:
+    """Where the last whole record of ``data`` ends (after its separator), as ``split``
+    finds separators (from the left, not overlapping); None when it holds none."""
+    cut = data.rfind(separator)
+    if cut < 0:
+        return None
+    if _self_overlapping(separator):  # "||" in "|||": found at 0, not 1
+        return len(data) - len(data.split(separator)[-1])
+    return cut + len(separator)
+
+
+def _self_overlapping(separator: bytes) -> bool:
+    return any(separator[:size] == separator[-size:] for size in range(1, len(separator)))
 
 
 def record_blocks(

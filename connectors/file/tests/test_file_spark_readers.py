@@ -3,7 +3,8 @@
 Each case of ``spark/reader_cases.py`` is a small file, a schema and reader options; PySpark's
 result (rows and types, or the error of a FAILFAST read) is recorded in
 ``spark/recorded/<name>.json`` by ``spark/record_spark_readers.py`` (see ``spark/README.md``).
-Here the same file is read with ``session.read`` and compared row by row and type by type.
+Here the same file is read with ``session.read``, and as the one micro-batch of a streaming
+query, and compared row by row and type by type.
 Where we differ from Spark on purpose, :data:`DIFFERENCES` says why and what we return
 instead; the file connector's README lists the same differences.
 """
@@ -101,23 +102,49 @@ def spark_type(name: str) -> pa.DataType:
     return SPARK_TYPES.get(name) or parse_ddl(f"c {name}").field(0).type
 
 
-def read(case: dict[str, Any], folder: Path) -> pa.Table:
-    path = folder / f"data.{case['format']}"
+def read(case: dict[str, Any], folder: Path, how: str = "batch") -> pa.Table:
+    """The case's file read with ``session.read`` (``how="batch"``), or by a streaming query
+    into the memory sink, whose one micro-batch is returned (``how="stream"``)."""
+    data = folder / "in"
+    data.mkdir()
+    path = data / f"data.{case['format']}"
     path.write_bytes(case["input"].encode("latin-1" if case.get("raw_bytes") else "utf-8"))
-    reader = mb.Session().read.format(case["format"]).schema(case["schema"])
-    return reader.options(**case["options"]).load(str(path))
+    session = mb.Session()
+    if how == "batch":
+        reader = session.read.format(case["format"]).schema(case["schema"])
+        return reader.options(**case["options"]).load(str(path))
+    stream = session.read_stream.format(case["format"]).schema(case["schema"])
+    query = (
+        stream.options(**case["options"])
+        .option("settleTime", "0")  # (the file is complete: no waiting for writers)
+        .load(str(data))
+        .write_stream.format("memory")
+        .query_name("recorded")
+        .option("checkpointLocation", str(folder / "checkpoint"))
+        .trigger(available_now=True)
+        .start()
+    )
+    try:
+        query.await_termination()
+    except mb.StreamingQueryException as failed:
+        raise SourceError(f"{failed} {failed.__cause__}") from failed
+    batches = [p for p in query.recent_progress if p["numInputRows"]]
+    table = session.table("recorded")
+    assert len(batches) == (1 if table.num_rows else 0)
+    return table
 
 
+@pytest.mark.parametrize("how", ["batch", "stream"])
 @pytest.mark.parametrize("recording", RECORDINGS, ids=[p.stem for p in RECORDINGS])
-def test_the_source_reads_what_spark_reads(recording: Path, tmp_path: Path) -> None:
+def test_the_source_reads_what_spark_reads(recording: Path, how: str, tmp_path: Path) -> None:
     case = json.loads(recording.read_text())
     if "error" in case:
         with pytest.raises(SourceError) as raised:
-            read(case, tmp_path)
+            read(case, tmp_path, how)
         wanted = ERROR_TEXTS.get(case["error"]["class"], "MALFORMED_RECORD_IN_PARSING")
         assert wanted in str(raised.value), raised.value
         return
-    table = read(case, tmp_path)
+    table = read(case, tmp_path, how)
     assert table.column_names == case["columns"]
     expected_types = [spark_type(name) for name in case["types"]]
     assert table.schema.types == expected_types

@@ -416,3 +416,11 @@ def test_a_decimal_beyond_its_precision_is_malformed_on_the_fast_path(
     assert table.column("dec").to_pylist()[:3] == [None, None, Decimal("1.25")]
     corrupt = table.column("_corrupt_record").to_pylist()
     assert corrupt[:3] == ['{"dec": 99999}', '{"dec": "1234.5"}', None]
+
+
+@pytest.mark.parametrize("dtype", [pa.uint32(), pa.time64("us"), pa.duration("s")], ids=str)
+def test_a_type_spark_json_lacks_is_refused_at_load(tmp_path: Path, dtype: pa.DataType) -> None:
+    (tmp_path / "f.json").write_text('{"a": 1}\n')
+    session = mb.Session()
+    with pytest.raises(SchemaError, match=r"UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE.*'a'"):
+        session.read_stream.format("json").schema(pa.schema([("a", dtype)])).load(str(tmp_path))

@@ -32,7 +32,7 @@ from ._formats import (
     ParquetFormat,
     TextFormat,
 )
-from ._json_spark import JsonSettings
+from ._json_spark import JsonSettings, json_reading
 from ._listing import FileEntry
 from ._location import SourceLocation
 from ._options import (
@@ -188,6 +188,24 @@ class JsonFileSource(FileSource):
     format_name = "json"
     description = "New JSON-lines files of a folder, each read once"
     options = JSON_OPTIONS
+
+    def schema(self) -> pa.Schema:
+        """As for every file format; a data column of a type Spark's JSON reader lacks is
+        refused here, at ``load()``, as Spark refuses it."""
+        schema = super().schema()
+        file_format = self.make_format()
+        assert isinstance(file_format, JsonFormat)
+        keys = tuple(self._keys or ())
+        _, data = corrupt_column(schema, keys, self.opts.column_name_of_corrupt_record)
+        try:
+            json_reading(data, False, file_format.mode, file_format.settings)
+        except SchemaError as error:
+            raise SchemaError(
+                f"[UNSUPPORTED_DATA_TYPE_FOR_DATASOURCE] The JSON datasource doesn't support "
+                f"it: {error}. Give the column a type Spark's JSON reader has (STRING, BINARY, "
+                "a number, BOOLEAN, DECIMAL, DATE, TIMESTAMP, ARRAY, STRUCT or MAP)."
+            ) from None
+        return schema
 
     def make_format(self) -> FileFormat:
         opts = self.opts

@@ -80,7 +80,8 @@ class TestJsonFileSourceContract(_LocalFiles, SourceContract):
             ({"path": path, "cleanSource": "archive"}, "sourceArchiveDir"),
             ({"path": path, "cleanSource": "bogus"}, "cleanSource"),
             ({"path": path, "mode": "lenient"}, "PERMISSIVE"),
-            ({"path": path, "encoding": "latin-1"}, "UTF-8"),
+            ({"path": path, "encoding": "windows-1252"}, "INVALID_PARAMETER_VALUE.CHARSET"),
+            ({"path": path, "encoding": "latin-1"}, "lineSep option must be specified"),
             ({"path": path, "latestFirst": "yes"}, "must be 'true' or 'false'"),
         ]
 

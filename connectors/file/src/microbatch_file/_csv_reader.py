@@ -71,6 +71,8 @@ class CsvSettings:
     options: SparkCsvOptions = field(default_factory=SparkCsvOptions)
     datetimes: DatetimeOptions = field(default_factory=DatetimeOptions)
     enforce_schema: bool = True
+    encoding: str = "UTF-8"
+    """The files' charset."""
 
 
 def _byte(char: str) -> str:

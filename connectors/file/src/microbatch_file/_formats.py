@@ -23,7 +23,7 @@ from ._json_infer import infer_json_schema
 from ._json_spark import JsonSettings, json_reading
 from ._listing import FileEntry
 from ._parse_modes import DropCounter
-from ._records import whole_records
+from ._records import detect_json_encoding, is_utf8, to_utf8, whole_records
 
 __all__ = [
     "CsvFormat",
@@ -43,10 +43,20 @@ class FileChangedError(SourceError):
 
 
 def read_chunks(
-    fs: Any, entry: FileEntry, where: str, block_size: int | None = None
+    fs: Any,
+    entry: FileEntry,
+    where: str,
+    block_size: int | None = None,
+    encoding: str | None = None,
 ) -> Iterator[bytes]:
     """The first ``entry.size`` bytes of the file in blocks of whole lines (of about
-    :data:`BLOCK_SIZE` bytes)."""
+    :data:`BLOCK_SIZE` bytes); a file in another ``encoding`` than UTF-8 is read whole and
+    given as UTF-8."""
+    if not is_utf8(encoding):
+        assert encoding is not None
+        whole = b"".join(read_chunks(fs, entry, where, block_size=entry.size or 1))
+        yield from _line_blocks(to_utf8(whole, encoding), block_size or BLOCK_SIZE)
+        return
     block_size = block_size or BLOCK_SIZE
     remaining, pending = entry.size, list[bytes]()  # read, not given yet: no line end in it
     with fs.open(entry.path, "rb") as handle:
@@ -69,18 +79,28 @@ def read_chunks(
             yield data
 
 
+def _line_blocks(data: bytes, block_size: int) -> Iterator[bytes]:
+    """``data`` in blocks of whole lines of about ``block_size`` bytes."""
+    start = 0
+    while start < len(data):
+        cut = data.find(b"\n", start + block_size - 1)
+        end = len(data) if cut < 0 else cut + 1
+        yield data[start:end]
+        start = end
+
+
 def read_blocks(
-    fs: Any, entry: FileEntry, where: str, block_size: int | None = None
+    fs: Any, entry: FileEntry, where: str, encoding: str | None = None
 ) -> Iterator[tuple[bytes, int]]:
     """:func:`read_chunks`, each block with the number of its first line."""
     line = 1
-    for data in read_chunks(fs, entry, where, block_size):
+    for data in read_chunks(fs, entry, where, encoding=encoding):
         yield data, line
         line += data.count(b"\n")
 
 
-def _read_all(fs: Any, entry: FileEntry, where: str) -> bytes:
-    return b"".join(read_chunks(fs, entry, where, block_size=entry.size or 1))
+def _read_all(fs: Any, entry: FileEntry, where: str, encoding: str | None = None) -> bytes:
+    return b"".join(read_chunks(fs, entry, where, entry.size or 1, encoding))
 
 
 class FileFormat(ABC):
@@ -119,18 +139,28 @@ class JsonFormat(FileFormat):
     drops: DropCounter = field(default_factory=DropCounter, compare=False, repr=False)
 
     def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
-        files = ((_read_all(fs, entry, show(entry.path)), show(entry.path)) for entry in entries)
+        files = ((self._bytes(fs, entry, show(entry.path)), show(entry.path)) for entry in entries)
         return infer_json_schema(files, self.settings, self.mode, self.multi_line)
+
+    def _bytes(self, fs: Any, entry: FileEntry, where: str) -> bytes:
+        """A whole file as UTF-8 (a multiLine file without ``encoding`` as Jackson detects)."""
+        encoding = self.settings.encoding
+        if encoding is None and self.multi_line:
+            data = _read_all(fs, entry, where)
+            found = detect_json_encoding(data)
+            return data if found == "utf-8" else to_utf8(data, found)
+        return _read_all(fs, entry, where, encoding)
 
     def read(
         self, fs: Any, entry: FileEntry, where: str, schema: pa.Schema, corrupt: bool
     ) -> Iterator[pa.Table]:
         reading = json_reading(schema, corrupt, self.mode, self.settings)
         if self.multi_line:
-            yield reading.document(_read_all(fs, entry, where), where, self.drops)
+            yield reading.document(self._bytes(fs, entry, where), where, self.drops)
             return
         first = 1
-        for data in whole_records(read_chunks(fs, entry, where), self.settings.separator):
+        chunks = read_chunks(fs, entry, where, encoding=self.settings.encoding)
+        for data in whole_records(chunks, self.settings.separator):
             table, records = reading.block(data, where, first, self.drops)
             first += records
             yield table
@@ -151,7 +181,8 @@ class CsvFormat(FileFormat):
     drops: DropCounter = field(default_factory=DropCounter, compare=False, repr=False)
 
     def infer(self, fs: Any, entries: list[FileEntry], show: Any) -> pa.Schema | None:
-        files = (read_blocks(fs, entry, show(entry.path)) for entry in entries)
+        encoding = self.settings.encoding
+        files = (read_blocks(fs, entry, show(entry.path), encoding) for entry in entries)
         return infer_csv_schema(
             files, self.settings, header=self.header, infer_types=self.infer_types
         )
@@ -168,7 +199,7 @@ class CsvFormat(FileFormat):
             where=where,
             drops=self.drops,
         )
-        yield from reader.read(read_blocks(fs, entry, where))
+        yield from reader.read(read_blocks(fs, entry, where, self.settings.encoding))
 
 
 # -- text ------------------------------------------------------------------------------------

@@ -94,6 +94,8 @@ class JsonSettings:
     """Schema inference: leave out columns whose values are all null (or empty arrays)."""
     corrupt_name: str = "_corrupt_record"
     """Schema inference in PERMISSIVE mode: the column malformed records add."""
+    encoding: str | None = None
+    """The files' charset; None: UTF-8 (a multiLine file: as Jackson detects it)."""
 
     @property
     def separator(self) -> bytes | None:

@@ -7,6 +7,7 @@ reports these errors only once the query runs.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from microbatch.options import Option, Options, OptionSpec
 
 from ._datetimes import DATETIME_OPTIONS
 from ._location import SourceLocation, archive_conflict
+from ._records import is_utf8
 from ._spark_csv import QUOTE_HANDLINGS, separator
 
 __all__ = [
@@ -83,6 +85,51 @@ def _utf8(encoding: str) -> str | None:
     if encoding.lower().replace("-", "").replace("_", "") == "utf8":
         return None
     return "is not supported: files must be UTF-8 (convert them first, e.g. with iconv)"
+
+
+_SPARK_CHARSETS = {
+    "iso8859-1": "iso-8859-1",
+    "ascii": "us-ascii",
+    "utf-16": "utf-16",
+    "utf-16-be": "utf-16be",
+    "utf-16-le": "utf-16le",
+    "utf-32": "utf-32",
+    "utf-8": "utf-8",
+}
+"""The charsets Spark 4 reads (spark.sql.legacy.javaCharsets off), by Python's name."""
+
+
+def _charset(encoding: str) -> str | None:
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        name = None
+    if name in _SPARK_CHARSETS:
+        return None
+    return (
+        "is invalid: [INVALID_PARAMETER_VALUE.CHARSET] expects one of the "
+        f"{', '.join(sorted(_SPARK_CHARSETS.values()))} (convert the files first, e.g. with "
+        "iconv)"
+    )
+
+
+def _json_charset(o: Any) -> bool:
+    """Spark's rules for JSON Lines in another charset than UTF-8: a byte order given for
+    UTF-16 and UTF-32, and ``lineSep``."""
+    if o.multi_line or not o.is_set("encoding") or is_utf8(o.encoding):
+        return True
+    if codecs.lookup(o.encoding).name in ("utf-16", "utf-32"):
+        raise ValueError(
+            f"The {o.encoding} encoding must not be included in the denyList when multiLine is "
+            "disabled: UTF-16 and UTF-32 need their byte order (UTF-16LE, UTF-32BE...), or set "
+            "multiLine"
+        )
+    if not o.is_set("lineSep"):
+        raise ValueError(
+            f"The lineSep option must be specified for the {o.encoding} encoding (as Spark "
+            "requires): set lineSep, e.g. to '\\n'"
+        )
+    return True
 
 
 _RULES = (
@@ -264,6 +311,15 @@ _MODES = (
 _ENCODING = Option(
     name="encoding",
     default="UTF-8",
+    validate=_charset,
+    doc="Character set of the files, one of Spark's: UTF-8, ISO-8859-1, US-ASCII, UTF-16, "
+    "UTF-16BE, UTF-16LE, UTF-32; a file in another one than UTF-8 is read whole into memory. "
+    "JSON: without it a multiLine file's UTF-16 or UTF-32 is detected; JSON Lines in another "
+    "charset need lineSep.",
+)
+_TEXT_ENCODING = Option(
+    name="encoding",
+    default="UTF-8",
     validate=_utf8,
     doc="Character set of the files; only UTF-8 is supported.",
 )
@@ -331,7 +387,7 @@ JSON_OPTIONS = FileSourceOptionSpec(
     *_JSON_SYNTAX,
     _ENCODING,
     *DATETIME_OPTIONS,
-    rules=_RULES,
+    rules=(*_RULES, Rule(_json_charset, "", names=("encoding", "multiLine", "lineSep"))),
 )
 
 CSV_OPTIONS = FileSourceOptionSpec(
@@ -451,7 +507,7 @@ CSV_OPTIONS = FileSourceOptionSpec(
 TEXT_OPTIONS = FileSourceOptionSpec(
     *_COMMON,
     flag("wholetext", "One row per file holding its whole text, instead of one row per line."),
-    _ENCODING,
+    _TEXT_ENCODING,
     rules=_RULES,
 )
 

@@ -7,10 +7,19 @@ only at it.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterable, Iterator
 
-__all__ = ["count_separators", "record_blocks", "split_records", "whole_records"]
+__all__ = [
+    "count_separators",
+    "detect_json_encoding",
+    "is_utf8",
+    "record_blocks",
+    "split_records",
+    "to_utf8",
+    "whole_records",
+]
 
 _LINE_BREAKS = re.compile(rb"\r\n|\r|\n")
 
@@ -82,3 +91,42 @@ def record_blocks(
     for data in whole_records((data for data, _ in blocks), separator):
         yield data, number
         number += count_separators(data, separator)
+
+
+def is_utf8(encoding: str | None) -> bool:
+    """Whether ``encoding`` (a Java or Python charset name; None: unset) is UTF-8."""
+    return encoding is None or codecs.lookup(encoding).name == "utf-8"
+
+
+def to_utf8(data: bytes, encoding: str) -> bytes:
+    """``data`` in ``encoding`` as UTF-8; bytes that are not of the charset become U+FFFD, as
+    Java's decoders make them."""
+    return data.decode(codecs.lookup(encoding).name, errors="replace").encode()
+
+
+def detect_json_encoding(data: bytes) -> str:
+    """The charset of a JSON document as Jackson detects it when none is given: a byte order
+    mark, else the zero bytes around its first (ASCII) character; UTF-8 otherwise."""
+    for mark, name in _MARKS:
+        if data.startswith(mark):
+            return name
+    head = data[:4]
+    if len(head) == 4:
+        if head[:3] == b"\0\0\0":
+            return "utf-32-be"
+        if head[1:] == b"\0\0\0":
+            return "utf-32-le"
+    if len(head) >= 2:
+        if head[0] == 0 and head[1]:
+            return "utf-16-be"
+        if head[0] and head[1] == 0:
+            return "utf-16-le"
+    return "utf-8"
+
+
+_MARKS = (
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+)

@@ -228,6 +228,7 @@ class JsonFileSource(FileSource):
             line_sep=opts.line_sep,
             drop_field_if_all_null=bool(opts.drop_field_if_all_null),
             corrupt_name=opts.column_name_of_corrupt_record,
+            encoding=opts.encoding if opts.is_set("encoding") else None,
         )
         return JsonFormat(mode=opts.mode, multi_line=bool(opts.multi_line), settings=settings)
 
@@ -278,6 +279,7 @@ class CsvFileSource(FileSource):
             options=syntax,
             datetimes=datetime_options(opts),
             enforce_schema=bool(opts.enforce_schema),
+            encoding=opts.encoding,
         )
         return CsvFormat(
             mode=opts.mode,

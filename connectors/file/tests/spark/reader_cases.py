@@ -635,6 +635,7 @@ MODES = [
 ]
 
 from cases_csv_syntax import CSV_SYNTAX  # noqa: E402  (they build on ReaderCase above)
+from cases_encoding import ENCODING  # noqa: E402
 from cases_json_syntax import JSON_SYNTAX  # noqa: E402
 
 CASES: list[ReaderCase] = [
@@ -644,6 +645,7 @@ CASES: list[ReaderCase] = [
     *MODES,
     *JSON_SYNTAX,
     *CSV_SYNTAX,
+    *ENCODING,
 ]
 """Every case, in the order they are recorded."""
 

@@ -60,6 +60,8 @@ _BACKWARDS_GRACE = 5.0
 """Seconds a partition of an unchanged topic may stay below the query's position (a restarted
 broker catching up) before it counts as offsets that went backwards."""
 _GRACE_POLL = 0.2
+_LAST_COMMIT_WAIT = 5.0
+"""Seconds ``stop()`` waits for the answer to the last commit of offsets to the group."""
 
 
 class KafkaSource(Source):
@@ -168,6 +170,7 @@ class KafkaStreamReader(StreamReader):
         self._last_end: PartitionOffsets | None = None
         self._new_earliest: PartitionOffsets = {}
         self._committed: PartitionOffsets | None = None
+        self._commits_sent = self._commits_done = 0  # group commits, and their answers
         self._earliest_cache: PartitionOffsets = {}
         self._backwards_since: dict[TopicPartition, float] = {}
         self._topic_ids: dict[str, str] | None = None
@@ -465,6 +468,7 @@ class KafkaStreamReader(StreamReader):
                 offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
                 asynchronous=True,
             )
+            self._commits_sent += 1
             self._committed = offsets
         except (KafkaException, RuntimeError) as error:
             self._committed = None
@@ -490,6 +494,7 @@ class KafkaStreamReader(StreamReader):
         return self._committer
 
     def _committed_cb(self, error: Any, partitions: Any) -> None:
+        self._commits_done += 1
         failed = [tp for tp in partitions or () if tp.error is not None]
         if error is None and not failed:
             return
@@ -527,7 +532,12 @@ class KafkaStreamReader(StreamReader):
         if self._committer is not None:
             committer, self._committer = self._committer, None
             try:
+                # the last commit is sent asynchronously: wait a moment for its answer, so
+                # that a query stopped cleanly leaves the group at its checkpoint
+                deadline = time.monotonic() + _LAST_COMMIT_WAIT
                 committer.poll(0)
+                while self._commits_done < self._commits_sent and time.monotonic() < deadline:
+                    committer.poll(0.1)
                 committer.close()
             except Exception as error:  # best effort
                 log.debug("closing the Kafka source's group committer failed: %s", error)

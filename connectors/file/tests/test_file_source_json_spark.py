@@ -304,6 +304,19 @@ def test_a_clean_block_with_two_documents_on_a_line_keeps_the_first() -> None:
     assert [row["a"] for row in rows] == list(range(50))
 
 
+def test_a_clean_block_with_a_document_across_lines_reads_each_line() -> None:
+    lines = [b'{"a": %d, "b": "x"}' % i for i in range(50)]
+    lines[4] = b'{"a": 4, "x":\r{"c": 1}}'  # a document across lines: two records
+    lines[6] = b'{"a": 6, "x":\n{"c": 1}}'
+    data = b"\n".join(lines) + b"\n"
+    for mode in ("PERMISSIVE", "DROPMALFORMED"):
+        expected = reference(data, SCHEMA, mode)
+        assert not isinstance(expected, str)
+        assert decoded(data, SCHEMA, mode) == _as_arrow(expected, SCHEMA), mode
+    kept = [row["a"] for row in decoded(data, SCHEMA, "DROPMALFORMED")]
+    assert kept[:9] == [0, 1, 2, 3, None, 5, None, 7, 8]  # ({"c": 1}}: {"c": 1} only)
+
+
 # -- lineSep, multiLine ------------------------------------------------------------------------
 def test_a_custom_line_sep_splits_only_there_and_counts_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -195,8 +195,10 @@ class _Fast:
         if _has(text, _TWO_DOCUMENTS):
             return None  # maybe a record of several documents ({"a":1}{"a":2}): pyarrow
             # would read a row of each
-        return self._read(data)  # one row for each line: each starts a document, and holds
-        # one, or pyarrow fails
+        table = self._read(data)
+        if table is None or table.num_rows != _record_count(data):
+            return None  # a document across lines ({"a":\n{"b":1}}): pyarrow reads one row
+        return table
 
     def read_records(self, records: list[bytes]) -> tuple[pa.Table, set[int]]:
         """Records that each start with "{", end with "}" and hold no line break: a row for
@@ -383,6 +385,11 @@ def _decimal(dtype: pa.DataType) -> bool:
 def _literal(char: str) -> str:
     """``char`` in a regular expression (RE2)."""
     return char if char.isalnum() or char == "_" else f"\\x{{{ord(char):x}}}"
+
+
+def _record_count(data: bytes) -> int:
+    """How many records ``data`` holds with the default separators."""
+    return count_separators(data, None) + (0 if data.endswith((b"\n", b"\r")) else 1)
 
 
 def _joined(lines: pa.Array) -> pa.Buffer:

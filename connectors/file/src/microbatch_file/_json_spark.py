@@ -75,8 +75,9 @@ _ISO_LOCAL = f"^{_DATE}{_TIME}$"
 _ISO_DATE = f"^{_DATE}$"
 """The ISO shapes that pyarrow's cast reads exactly as Spark's default datetime parsing does
 (other text, and text the cast refuses, is parsed by DatetimeParser)."""
-_TWO_DOCUMENTS = r"\}[ \t\r]*\{"
-"""Where a record may hold a second document (or a string holds the text)."""
+_TWO_DOCUMENTS = r"\}[ \t\r]*[^,}\] \t\r\n]"
+"""Where a record may hold more after its document (``{"a": 1} {"a": 2}``, ``{} null``),
+which pyarrow reads as more rows; or a string holds such text."""
 _SHORTEST_UTC = len("2000-01-01T00:00:00Z")
 
 

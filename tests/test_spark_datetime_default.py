@@ -88,3 +88,8 @@ def test_the_quick_utc_reading_agrees_with_the_reference(zone: str) -> None:
             agreed += 1
             assert quick == _cast_timestamp(text, parser_zone), text
     assert agreed > 1000
+
+
+def test_the_quick_utc_reading_takes_ascii_digits_only() -> None:
+    assert spark_datetime._utc_text_value("2024-03-01T12:00:00Z") is not None
+    assert spark_datetime._utc_text_value("2024-03-0\u0661T12:00:00Z") is None

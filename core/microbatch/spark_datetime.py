@@ -50,7 +50,9 @@ _TYPES = {"timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timesta
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
-_UTC_TEXT = re.compile(r"([1-9]\d{3})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?Z")
+_UTC_TEXT = re.compile(
+    r"([1-9]\d{3})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?Z", re.ASCII
+)
 _MICROSECOND = timedelta(microseconds=1)
 
 

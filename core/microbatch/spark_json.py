@@ -384,7 +384,7 @@ class _Value:
         try:
             value = float(int(lexer.num) if lexer.cur == VALUE_INT else lexer.num)
         except OverflowError:  # an integer beyond DOUBLE: infinite, as in Java
-            value = math.copysign(math.inf, int(lexer.num))
+            value = -math.inf if str(lexer.num).startswith("-") else math.inf
         return _float32(lexer.num, value) if self.dtype.bit_width == 32 else value
 
     def decimal(self, lexer: Lexer) -> Decimal:

@@ -133,6 +133,12 @@ ODD_LINES = [
     b'{"i": 16, /* comment */ "s": "c"}',
     b'{"st": {"x": 17, "x": 18}}',
     b'{"i": 2147483648}',
+    b'{"f": Inf, "i": 19}',  # pyarrow reads Inf, -Inf and -0 otherwise than Jackson
+    b'{"f": -Inf}',
+    b'{"f": -0, "i": 20}',
+    b'{"f": -0.0, "i": 21}',
+    b'{"i": 22, "ts": "2024-03-0\xd9\xa1T12:00:00Z"}',  # a digit of another script
+    b'{"f": 1' + b"0" * 400 + b', "s": "x"}',
 ]
 
 
@@ -160,9 +166,12 @@ def decoded(data: bytes, schema: pa.Schema, mode: str, block: int = 0) -> list[d
     tables = []
     drops = DropCounter()
     start = 0
-    for first, cut in _cuts(data, block):
-        tables.append(reading.block(data[start:cut], "f.json", first, drops)[0])
-        start = cut
+    first = 1
+    for line, cut in _cuts(data, block):
+        assert line == first  # the records each block says it held number the next one
+        table, records = reading.block(data[start:cut], "f.json", first, drops)
+        tables.append(table)
+        first, start = first + records, cut
     return pa.concat_tables(tables).to_pylist() if tables else []
 
 

@@ -9,9 +9,10 @@ and what PERMISSIVE mode keeps of a malformed record), but most of them never go
    ``pyarrow.json.read_json`` call with the schema (DATE and TIMESTAMP columns as text, then
    parsed vectorised by :class:`~microbatch.spark_datetime.DatetimeParser`; FLOAT as DOUBLE,
    then rounded). pyarrow's grammar is strict JSON, which Spark reads alike, so a row it gives
-   is Spark's row. When it fails, the records it rejects are found by reading the records
-   again in sixteen parts, the failing parts again in sixteen, down to a few records; the
-   others are read by pyarrow in one call.
+   is Spark's row. When it fails, Arrow kernels split the block into records and set aside
+   those of a visibly wrong shape or type; pyarrow reads the others in one call, and a record
+   it still rejects is found from the row its error names (or, failing that, by reading the
+   records again in sixteen parts, down to a few records).
 2. **The slow path.** The other records go to ``SparkJsonReader``, in order, each giving 0..n
    rows: what pyarrow rejects (invalid JSON, single quotes, comments, trailing text, repeated
    keys, a value of another JSON type, top-level arrays, invalid UTF-8...), the rows whose
@@ -63,6 +64,7 @@ _EMPTY_OBJECT = pa.scalar("{}")
 _NEWLINE = pa.scalar("\n")
 _ZERO = pa.scalar(0, pa.uint8())
 _TWO = pa.scalar(2.0)
+_ONE, _ZERO_FLOAT = pa.scalar(1.0), pa.scalar(0.0)
 _FLOAT32, _FLOAT64 = pa.float32(), pa.float64()
 _FLOAT32_TINY = pa.scalar(2.0**-126)
 _TIMESTAMP, _NTZ = pa.timestamp("us", tz="UTC"), pa.timestamp("us")
@@ -165,8 +167,11 @@ class _Fast:
             newlines_in_values=False,
         )
         nonnumeric = settings.options.allow_non_numeric_numbers
-        self.suspects = ("-NaN",) if nonnumeric else ("NaN", "Infinity")
-        """Text pyarrow reads otherwise than Spark: records holding it take the slow path."""
+        self.suspects = (r"-NaN|Inf(?:[^i]|$)",) if nonnumeric else (r"NaN|Inf|INF",)
+        """Text pyarrow reads otherwise than Spark (regular expressions): records holding it
+        take the slow path. pyarrow reads NaN, Inf, Infinity and -NaN; Jackson, with
+        allowNonNumericNumbers, NaN, Infinity and INF with or without a sign."""
+        self._suspect = re.compile("|".join(self.suspects).encode())
         self.mistyped = _mistyped_pattern(schema, self.parsers)
         """Where a record shows a value of another type than its column's (see
         :func:`_mistyped_pattern`)."""
@@ -179,7 +184,7 @@ class _Fast:
             return None
 
     def suspect(self, record: bytes) -> bool:
-        return any(text.encode() in record for text in self.suspects)
+        return self._suspect.search(record) is not None
 
     def read_whole(self, data: bytes) -> pa.Table | None:
         """A block of records in one call, when each starts with "{" and pyarrow reads them
@@ -191,7 +196,7 @@ class _Fast:
             return None  # not UTF-8, which read_json does not check inside strings
         if _has(text, r"\n[^{]") or (b"\r" in data and _has(text, r"\r[^\n{]")):
             return None  # a record starts otherwise than with "{" (or is blank)
-        if any(_has(text, s.lstrip("-")) and _has(text, s) for s in self.suspects):
+        if any(_has(text, suspect) for suspect in self.suspects):
             return None
         if _has(text, _TWO_DOCUMENTS):
             return None  # maybe a record of several documents ({"a":1}{"a":2}): pyarrow
@@ -305,7 +310,8 @@ class _Fast:
 
     def convert(self, table: pa.Table) -> tuple[pa.Table, list[int]]:
         """The rows as the schema has them, and the rows the slow path must read instead:
-        datetime text the vectorised parser rejects, FLOAT values rounded twice."""
+        datetime text the vectorised parser rejects, FLOAT values rounded twice, -0.0 (the
+        integer -0 is 0.0 for Jackson)."""
         columns, redo = [], None
         for f in self.schema:
             values = table.column(f.name).combine_chunks()
@@ -316,6 +322,9 @@ class _Fast:
                     values = values.cast(f.type, safe=False)
             elif f.type == _FLOAT32:
                 values, odd = _float32(values)
+                odd = pc.or_(odd, _negative_zero(values))
+            elif f.type == _FLOAT64:
+                odd = _negative_zero(values)
             elif pa.types.is_decimal128(f.type) and f.type.precision < 38:
                 odd = _beyond_precision(values)  # (38 digits: pyarrow refuses more itself)
             if odd is not None:
@@ -353,8 +362,8 @@ def _text_records(text: pa.Array, data: bytes, line_sep: str | None) -> pa.Array
 def _mistyped_pattern(schema: pa.Schema, parsers: Mapping[str, Any]) -> str | None:
     """A regular expression found in a record where a column's value has another JSON type
     than pyarrow reads (a string for a number...): such records go to the slow path without
-    failing a read first. It may find a few more (a field of a nested object), never fewer
-    than it should... nor need it: a read finds the others."""
+    failing a read first. It may find a few more (a field of a nested object) and miss some
+    (a key written with escapes): a read finds those."""
     starts: dict[str, list[str]] = {}
     for f in schema:
         dtype = f.type
@@ -480,6 +489,11 @@ def _utc_shaped(texts: pa.Array) -> bool:
     )
 
 
+def _negative_zero(values: pa.Array) -> pa.Array:
+    """Where a floating value is -0.0."""
+    return pc.and_(pc.equal(values, _ZERO_FLOAT), pc.less(pc.divide(_ONE, values), _ZERO_FLOAT))
+
+
 def _float32(doubles: pa.Array) -> tuple[pa.Array, pa.Array]:
     """DOUBLE values as FLOAT, and where that rounding may differ from rounding the text once
     (Java's parseFloat): a DOUBLE halfway between two FLOATs, beyond FLOAT's range, or
@@ -578,7 +592,7 @@ class JsonReading:
         body = pc.ascii_trim(lines, _BLANK_TEXT)
         picked = pc.and_(pc.starts_with(body, "{"), pc.ends_with(body, "}"))
         suspects = [suspect for suspect in fast.suspects if _has(text, suspect)]
-        screens = [pc.match_substring(body, suspect) for suspect in suspects]
+        screens = [pc.match_substring_regex(body, suspect) for suspect in suspects]
         if self.separator is not None:
             screens.append(pc.match_substring_regex(body, r"[\r\n]"))
         if fast.mistyped is not None:

@@ -50,20 +50,22 @@ def whole_records(blocks: Iterable[bytes], separator: bytes | None) -> Iterator[
     if separator is None:
         yield from blocks
         return
-    pending: list[bytes] = []  # blocks without a separator since the last one given
-    width = len(separator)
+    pending: list[bytes] = []  # blocks since the last record's end, without a separator
+    keep = len(separator) - 1
+    tail = b""  # the last bytes of the pending blocks: a separator may start there
     for block in blocks:
-        edge = pending[-1][1 - width :] if pending and width > 1 else b""  # one may straddle
-        end = _records_end(edge + block, separator)
-        if end is None:
+        probe = tail + block
+        if separator not in probe:
             pending.append(block)
+            tail = probe[len(probe) - keep :] if keep else b""
             continue
-        end -= len(edge)
-        if end < 0:  # the last separator ends in the edge: in the pending blocks
-            pending[-1], block = pending[-1][:end], pending[-1][end:] + block
-            end = 0
-        yield b"".join([*pending, block[:end]])
-        pending = [block[end:]] if end < len(block) else []
+        data = b"".join([*pending, block]) if pending else block
+        end = _records_end(data, separator)  # from a record's start: as splitting the file
+        assert end is not None
+        yield data[:end]
+        rest = data[end:]
+        pending = [rest] if rest else []
+        tail = rest[len(rest) - keep :] if keep else b""
     if pending:
         yield b"".join(pending)
 

@@ -167,10 +167,12 @@ class _Fast:
             newlines_in_values=False,
         )
         nonnumeric = settings.options.allow_non_numeric_numbers
-        self.suspects = (r"-NaN|Inf(?:[^i]|$)",) if nonnumeric else (r"NaN|Inf|INF",)
+        self.suspects = ("-NaN", "Inf(?:[^i]|$)") if nonnumeric else ("NaN", "Inf", "INF")
         """Text pyarrow reads otherwise than Spark (regular expressions): records holding it
         take the slow path. pyarrow reads NaN, Inf, Infinity and -NaN; Jackson, with
-        allowNonNumericNumbers, NaN, Infinity and INF with or without a sign."""
+        allowNonNumericNumbers, NaN, Infinity and INF with or without a sign. (Each starts
+        with its literal text, which pyarrow finds at memchr speed: an alternation it does
+        not, 40 times slower.)"""
         self._suspect = re.compile("|".join(self.suspects).encode())
         self.mistyped = _mistyped_pattern(schema, self.parsers)
         """Where a record shows a value of another type than its column's (see

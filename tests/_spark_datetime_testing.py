@@ -10,17 +10,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from microbatch._datetime_calendar import _days
 from microbatch.spark_datetime import DatetimeKind, DatetimeParser
 
 _SPARK_VALUE = re.compile(r"([+-]?\d+)-(\d\d)-(\d\d)(?: (\d\d):(\d\d):(\d\d)(?:\.(\d+))?)?")
-
-
-def _days(y: int, m: int, d: int) -> int:
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    return era * 146_097 + doe - 719_468
 
 
 def spark_value(kind: str, shown: str | None) -> int | None:

@@ -37,7 +37,7 @@ from microbatch.errors import SchemaError, SourceError
 from ._csv_columns import ColumnConverter, datetime_type, supported
 from ._datetimes import DatetimeOptions
 from ._parse_modes import CORRUPT, DropCounter, failfast_error
-from ._records import record_blocks
+from ._records import record_blocks, row_mask
 from ._spark_csv import (
     CsvSyntaxError,
     Record,
@@ -57,7 +57,6 @@ log = logging.getLogger("microbatch.file")
 _BOM = "\ufeff".encode()
 _BLANK = r"^[\x00-\x20]+$"  # lines Spark skips: Java's trim leaves nothing
 _SPACES = r"^[\x00-\x20]*$"
-_ZERO = pa.scalar(0, pa.uint8())
 _BATCH = 65536  # records per table with multiLine
 _EXACT_COUNT = 200  # at most this many columns: the line pattern counts the fields itself
 _PART = 2 << 20  # bytes of a block one thread checks
@@ -342,7 +341,7 @@ class CsvFileReader:
         if self.n > 1 and self.options.sep > " ":  # a blank line has no separator: not shaped
             unshaped = pc.indices_nonzero(pc.invert(shaped))
             blank = unshaped.filter(pc.match_substring_regex(lines.take(unshaped), _BLANK))
-            skip = pc.or_(skip, _flags(len(lines), blank.to_pylist()))
+            skip = pc.or_(skip, row_mask(len(lines), blank.to_pylist()))
         else:
             skip = pc.or_(skip, pc.match_substring_regex(lines, _BLANK))
         if self.options.comment:
@@ -526,16 +525,6 @@ def _bom_agrees(text: bytes, number: int, tokenizer: Tokenizer) -> bool:
     if not text.startswith(_BOM):
         return True
     return number == 1 and not tokenizer.started and text[3:4] not in (b"\n", b"\r", b"")
-
-
-def _flags(length: int, rows: list[int]) -> pa.Array:
-    """A boolean array of ``length``, true at ``rows``."""
-    flags = bytearray(length)
-    for row in rows:
-        flags[row] = 1
-    return pc.not_equal(
-        pa.Array.from_buffers(pa.uint8(), length, [None, pa.py_buffer(flags)]), _ZERO
-    )
 
 
 def _unset(mask: pa.Array, index: int) -> pa.Array:

@@ -27,7 +27,7 @@ A multiLine file is one record, read by ``SparkJsonReader``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -43,7 +43,7 @@ from microbatch.spark_json import RecordResult, SparkJsonOptions, SparkJsonReade
 
 from ._datetimes import DatetimeOptions
 from ._parse_modes import CORRUPT, DropCounter, MalformedRecordError, failfast_error
-from ._records import count_separators, split_records
+from ._records import count_separators, row_mask, split_records
 
 __all__ = ["JsonReading", "JsonSettings", "json_reading"]
 
@@ -62,7 +62,6 @@ _BLANK = b" \t\r\n"
 _BLANK_TEXT = _BLANK.decode()
 _EMPTY_OBJECT = pa.scalar("{}")
 _NEWLINE = pa.scalar("\n")
-_ZERO = pa.scalar(0, pa.uint8())
 _TWO = pa.scalar(2.0)
 _ONE, _ZERO_FLOAT = pa.scalar(1.0), pa.scalar(0.0)
 _FLOAT32, _FLOAT64 = pa.float32(), pa.float64()
@@ -131,15 +130,6 @@ def _datetime_parser(datetimes: DatetimeOptions, dtype: pa.DataType) -> Datetime
     if pa.types.is_date(dtype):
         return datetimes.parser(pa.date32())
     return None
-
-
-def _mask(length: int, rows: Iterable[int]) -> pa.Array:
-    """A boolean array of ``length``, true at ``rows``."""
-    flags = bytearray(length)
-    for row in rows:
-        flags[row] = 1
-    values = pa.Array.from_buffers(pa.uint8(), length, [None, pa.py_buffer(bytes(flags))])
-    return pc.not_equal(values, _ZERO)
 
 
 class _Fast:
@@ -217,7 +207,7 @@ class _Fast:
             lines = binary.cast(pa.string())
         except pa.ArrowInvalid:
             bad = {row for row, record in enumerate(records) if not _utf8(record)}
-            lines = pc.if_else(_mask(len(records), bad), _EMPTY_OBJECT, binary).cast(pa.string())
+            lines = pc.if_else(row_mask(len(records), bad), _EMPTY_OBJECT, binary).cast(pa.string())
         table, rejected = self.read_lines(lines)
         return table, bad | rejected
 
@@ -239,9 +229,9 @@ class _Fast:
             if not found or found <= bad:
                 break
             bad |= found
-            current = pc.if_else(_mask(count, bad), _EMPTY_OBJECT, lines)
+            current = pc.if_else(row_mask(count, bad), _EMPTY_OBJECT, lines)
         bad |= self._isolate(current, 0, count)
-        table = self._read_lines(pc.if_else(_mask(count, bad), _EMPTY_OBJECT, lines))
+        table = self._read_lines(pc.if_else(row_mask(count, bad), _EMPTY_OBJECT, lines))
         if table is None:  # never expected: then pyarrow reads none of them
             bad = set(range(count))
             table = self._read_lines(pa.array(["{}"] * count, pa.string()))
@@ -608,7 +598,7 @@ class JsonReading:
         slow = pc.indices_nonzero(pc.invert(pc.or_(picked, blank))).to_pylist()
         rejected = bad.union(redo)
         if rejected:
-            kept = pc.invert(_mask(len(rows_of), rejected))
+            kept = pc.invert(row_mask(len(rows_of), rejected))
             slow = sorted(slow + [rows_of[row].as_py() for row in rejected])
             table, rows_of = table.filter(kept), rows_of.filter(kept)
         fast_table = self._with_corrupt(table)

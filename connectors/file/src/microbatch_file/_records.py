@@ -11,11 +11,15 @@ import codecs
 import re
 from collections.abc import Iterable, Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 __all__ = [
     "count_separators",
     "detect_json_encoding",
     "is_utf8",
     "record_blocks",
+    "row_mask",
     "split_records",
     "to_utf8",
     "whole_records",
@@ -132,3 +136,15 @@ _MARKS = (
     (codecs.BOM_UTF16_BE, "utf-16"),
     (codecs.BOM_UTF16_LE, "utf-16"),
 )
+
+
+def row_mask(length: int, rows: Iterable[int]) -> pa.Array:
+    """A boolean array of ``length``, true at ``rows`` (records of a block)."""
+    flags = bytearray(length)
+    for row in rows:
+        flags[row] = 1
+    values = pa.Array.from_buffers(pa.uint8(), length, [None, pa.py_buffer(bytes(flags))])
+    return pc.not_equal(values, _ZERO)
+
+
+_ZERO = pa.scalar(0, pa.uint8())

@@ -32,13 +32,14 @@ $(STAMP): $(PYPROJECTS) | $(BIN)/python
 demo: install
 	$(BIN)/microbatch demo
 
+# The slowest tests are listed at the end, to see where the time goes on a slower machine.
 test: install lint typecheck
-	$(BIN)/python -m pytest -p no:cacheprovider
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=25
 
 # Only the tests that need Kafka or PostgreSQL (the `services` marker), from the provider
 # MICROBATCH_SERVICES names: `MICROBATCH_SERVICES=docker make test-services`.
 test-services: install
-	$(BIN)/python -m pytest -p no:cacheprovider -m services
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=25 -m services
 
 lint: install
 	$(BIN)/ruff check .

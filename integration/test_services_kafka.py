@@ -211,7 +211,11 @@ def test_a_new_consumer_survives_broker_restarts(
         assert producer.flush(1) > 0
     assert producer.flush(60) == 0
 
-    consumer = _consumer(kafka_service)
+    # a group member: a session long enough that a busy machine does not make it rebalance
+    # (and read again from the earliest offset, nothing being committed)
+    consumer = _consumer(
+        kafka_service, **{"session.timeout.ms": 30000, "heartbeat.interval.ms": 1000}
+    )
     consumer.subscribe([topic])
     received = _values(_drain(consumer, expect=1200, idle=0.5))
     consumer.close()

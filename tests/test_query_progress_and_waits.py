@@ -140,6 +140,9 @@ def test_process_all_available_times_out_on_an_endless_rate_source(
         assert query.process_all_available(timeout=0.3) is False
         assert time.monotonic() - clock < 3
         assert query.is_active
+        deadline = time.monotonic() + 10  # the first batch, however slow the machine
+        while query.last_progress is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert query.last_progress is not None and query.last_progress["numInputRows"] > 0
     finally:
         query.stop()

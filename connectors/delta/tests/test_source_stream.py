@@ -41,6 +41,9 @@ def test_a_query_follows_a_table_another_writer_appends_to(
             delta_table.append(make_numbers(10 + 5 * n, 5))
             time.sleep(0.02)
 
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and session.table("followed").num_rows < 10:
+        time.sleep(0.05)  # the first batch, before the appends
     thread = threading.Thread(target=writer)
     thread.start()
     thread.join(timeout=60)

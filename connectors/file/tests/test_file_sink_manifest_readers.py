@@ -151,6 +151,7 @@ def test_a_chained_query_and_batch_reads_never_fail_while_the_sink_is_written(
         wait_for(lambda: (folder / METADATA_DIR / "0").exists(), "the upstream's first batch")
         session = mb.Session()
         query = run_readers(session, folder, tmp_path / "cp-down")
+        wait_for(lambda: len(committed_values(folder)) > 50, "the upstream's 11th batch")
         upstream.finish()
         expected = sorted(committed_values(folder))
         assert expected == list(range(len(expected))) and len(expected) > 50

@@ -64,7 +64,7 @@ def settle_rows(
 ) -> None:
     """Wait until ``expected`` rows arrived, then make sure no more come; they hold ``ids``
     distinct ids (``expected`` unless given)."""
-    wait_for(lambda: count(session) >= expected, timeout=20)
+    wait_for(lambda: count(session) >= expected, timeout=60)
     time.sleep(0.2)
     query.process_all_available()
     assert count(session) == expected
@@ -165,7 +165,7 @@ def test_a_file_renamed_into_place_is_taken_at_once(
 ) -> None:
     with memory_query(session, folder, tmp_path / "cp", settleTime="60s"):
         drop(folder, "a.json", 0, 10)
-        wait_for(lambda: count(session) == 10, timeout=5)  # no settling: it arrived whole
+        wait_for(lambda: count(session) == 10, timeout=20)  # no settling: it arrived whole
 
 
 def _reopening_logger(path: Path, sessions: range, per_session: int, pause: float) -> None:
@@ -273,11 +273,11 @@ def test_a_partition_folder_moved_in_whole_and_a_hard_link_are_taken_at_once(
         staged.mkdir()
         (staged / "a.json").write_text(lines(0, 10))
         os.rename(staged, folder / "kind=a")  # the folder's files are reported "created"
-        wait_for(lambda: count(session) == 10, timeout=5)
+        wait_for(lambda: count(session) == 10, timeout=20)
         original = tmp_path / "b.json"
         original.write_text(lines(10, 10))
         os.link(original, folder / "kind=a" / "b.json")
-        wait_for(lambda: count(session) == 20, timeout=5)
+        wait_for(lambda: count(session) == 20, timeout=20)
         query.process_all_available()
         assert distinct(session) == 20
     finally:

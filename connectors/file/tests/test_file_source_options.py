@@ -251,10 +251,10 @@ def test_min_file_age_on_memory_holds_a_fresh_file() -> None:
 
     root = f"/min-age-{uuid.uuid4().hex}"
     fsspec.filesystem("memory").pipe(f"{root}/a.json", b'{"id": 1}\n')
-    source = build(f"memory://{root}", minFileAge="300ms")
+    source = build(f"memory://{root}", minFileAge="2s")  # the first look comes well before
     assert batches(source) == []
     assert source.metrics()["numFilesHeldBack"] == "1"
-    time.sleep(0.35)
+    time.sleep(2.05)
     assert batches(source) == [[1]]
 
 

@@ -88,7 +88,8 @@ def test_a_renamed_tmp_file_is_read_once_and_whole(
 def test_min_file_age_never_reads_a_half_written_file(
     session: mb.Session, folder: Path, tmp_path: Path
 ) -> None:
-    query = start_memory_query(session, folder, tmp_path / "cp", minFileAge="700ms")
+    # old enough only after the checks below, however slow the machine
+    query = start_memory_query(session, folder, tmp_path / "cp", minFileAge="3s")
     try:
         target = folder / "slow.json"
         with target.open("w") as handle:  # written in place, in two sessions, no rename
@@ -100,7 +101,7 @@ def test_min_file_age_never_reads_a_half_written_file(
             handle.write(lines(*range(30, 60)))
         query.process_all_available()
         assert ids(session) == []
-        wait_for(lambda: len(ids(session)) > 0, timeout=5)
+        wait_for(lambda: len(ids(session)) > 0, timeout=20)
         query.process_all_available()
         assert ids(session) == list(range(60))
     finally:

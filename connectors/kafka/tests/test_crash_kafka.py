@@ -180,10 +180,12 @@ def kill_in_turn(
     ``check_killed(phase, at, batch)`` after each kill; then run it to completion."""
     for index, (phase, at) in enumerate(kills):
         batch = index + 1
-        killed = crash.run_until_crash(SCRIPT, phase, batch, args=args_for(pipeline, sink, at))
+        killed = crash.run_until_crash(
+            SCRIPT, phase, batch, args=args_for(pipeline, sink, at), timeout=180
+        )
         assert f"at {phase}:{batch}" in killed.stderr
         check_killed(phase, at, batch)
-    crash.run_to_completion(SCRIPT, args=args_for(pipeline, sink))
+    crash.run_to_completion(SCRIPT, args=args_for(pipeline, sink), timeout=180)
 
 
 def test_kafka_to_parquet_is_exactly_once_after_sigkills(pipeline: dict[str, Any]) -> None:

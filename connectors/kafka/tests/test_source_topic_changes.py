@@ -78,7 +78,7 @@ def test_a_stream_reports_a_topic_created_again_that_grew_past_its_position(
             _recreate(kafka_service, topic)
             produce(topic, [{"value": b"new%d" % i} for i in range(14)])  # past 10 at once
             with pytest.raises(StreamingQueryException):
-                query.await_termination(timeout=20)
+                query.await_termination(timeout=60)
             assert not query.is_active, "no data loss reported for a topic created again"
             assert f"Partition {topic}-0 offset was changed from 10 to" in _text(query.exception())
         finally:
@@ -107,7 +107,7 @@ def test_the_only_topic_deleted(
             kafka_service.delete_topic(topic)
             if fail:
                 with pytest.raises(StreamingQueryException):
-                    query.await_termination(timeout=20)
+                    query.await_termination(timeout=60)
                 assert not query.is_active
                 assert f"Partitions [{topic}-0] have been deleted." in _text(query.exception())
             else:  # a warning and the metric; the query goes on

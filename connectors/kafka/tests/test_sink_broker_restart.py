@@ -22,6 +22,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _kafka_sink_testing import read_records, run_into_kafka
 
 FAST = {"kafka.message.timeout.ms": "2000", "kafka.reconnect.backoff.max.ms": "200"}
+# A transactional call hung by the restart is abandoned after exactlyOnceTimeout + 5 s, and a
+# batch's retries back off from 100 ms, doubling: a slow machine can meet several of each
+# before the broker serves again, so the deadlines below are generous (they end a query that
+# is stuck, not a slow one).
+RETRIES = {"maxBatchRetries": 30, "batchRetryBackoff": "100 milliseconds"}
+TIMEOUT = "15 seconds"
+DEADLINE = 300.0
 
 
 @pytest.mark.parametrize("exactly_once", [False, True])
@@ -31,7 +38,7 @@ def test_a_query_rides_through_a_broker_restart(
     topic = make_kafka_topic(2)
     options = {"kafka.bootstrap.servers": restartable.bootstrap_servers, "topic": topic, **FAST}
     if exactly_once:
-        options["exactlyOnce"] = "true"
+        options.update(exactlyOnce="true", exactlyOnceTimeout=TIMEOUT)
     batches = [pa.table({"value": [f"{b}-{i}" for i in range(20)]}) for b in range(3)]
     restartable.stop()
     back = threading.Timer(4.0, restartable.start)
@@ -41,8 +48,8 @@ def test_a_query_rides_through_a_broker_restart(
             batches,
             options,
             str(tmp_path / "cp"),
-            conf={"maxBatchRetries": 30, "batchRetryBackoff": "300 milliseconds"},
-            timeout=120,
+            conf=RETRIES,
+            timeout=DEADLINE,
         )
     finally:
         back.join()
@@ -62,8 +69,18 @@ def _wait_for_batch(query: Any, batch_id: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while (query.last_progress or {}).get("batchId", -1) < batch_id:
         assert query.is_active, query.exception()
-        assert time.monotonic() < deadline, f"batch {batch_id} was not committed in time"
+        assert time.monotonic() < deadline, (
+            f"batch {batch_id} was not committed within {timeout:g} s; the batches so far "
+            f"(id, ms, retries): {_batches_so_far(query)}; now: {query.status['message']}"
+        )
         time.sleep(0.05)
+
+
+def _batches_so_far(query: Any) -> list[tuple[int, int, int]]:
+    return [
+        (p["batchId"], p["durationMs"].get("triggerExecution", 0), p.get("batchRetries", 0))
+        for p in query.recent_progress
+    ]
 
 
 def test_a_restarted_exactly_once_query_rides_through_a_broker_restart(
@@ -77,14 +94,14 @@ def test_a_restarted_exactly_once_query_rides_through_a_broker_restart(
         "kafka.bootstrap.servers": restartable.bootstrap_servers,
         "topic": topic,
         "exactlyOnce": "true",
-        "exactlyOnceTimeout": "20 seconds",  # a call hung by the restart costs 25 s, not 65
+        "exactlyOnceTimeout": TIMEOUT,
         **FAST,
     }
     checkpoint = str(tmp_path / "cp")
     # enough batches that the query is still writing when the broker has stopped
     batches = [pa.table({"value": [f"{b}-{i}" for i in range(5)]}) for b in range(50)]
     assert run_into_kafka(batches[:2], options, checkpoint).exception() is None  # run 1
-    session = mb.Session(conf={"maxBatchRetries": 30, "batchRetryBackoff": "300 milliseconds"})
+    session = mb.Session(conf=RETRIES)
     ensure_registered(session, "source", RowsSource)
     query = (
         session.read_stream.format(ROWS_FORMAT)
@@ -101,7 +118,7 @@ def test_a_restarted_exactly_once_query_rides_through_a_broker_restart(
         _wait_for_batch(query, 4, 60)  # run 2 committed batches 2, 3 and 4
         with restartable.stopped():
             time.sleep(2.5)  # the batches of the outage fail (message.timeout.ms=2000)
-        _wait_for_batch(query, len(batches) - 1, 120)
+        _wait_for_batch(query, len(batches) - 1, DEADLINE)
     finally:
         query.stop()
     assert query.exception() is None

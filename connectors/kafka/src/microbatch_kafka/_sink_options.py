@@ -95,9 +95,9 @@ SINK_OPTIONS = OptionSpec(
         default="fail",
         choices=UNKNOWN_BATCH_CHOICES,
         doc=(
-            "With exactlyOnce, when the batch marker expired and a batch was being committed "
-            "when the query stopped: fail (default), rewrite it (may duplicate) or skip it "
-            "(may lose it)."
+            "With exactlyOnce, when the batch marker expired (or a commit to it never "
+            "settles) and a batch was being committed when the query stopped: fail "
+            "(default), rewrite it (may duplicate) or skip it (may lose it)."
         ),
     ),
     Option(

@@ -24,10 +24,15 @@ begins, ``committed`` once it is committed. A missing marker is then resolved fr
 - ``committing`` for N otherwise: N may or may not be in the topic. ``exactlyOnceUnknownBatch``
   decides: ``fail`` (default, a ``SinkError`` saying all this), ``rewrite`` (may duplicate),
   ``skip`` (may lose).
+
+A marker whose stable read never answers (a commit to the group left hanging by a broker
+stopped mid-commit: ``UNSTABLE_OFFSET_COMMIT`` for good) is read without waiting instead, and
+the checkpoint's commits and the record say which later batches were applied.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -74,6 +79,9 @@ GRACE = 5.0
 """Seconds past its own timeout after which a call that has not returned is abandoned:
 librdkafka can wait far longer for a transaction or group coordinator after a broker restart
 (confluentinc/librdkafka#5456, #5511)."""
+PLAIN_READ_TIMEOUT = 10.0
+"""Seconds the read of an unsettled batch marker may take (it does not wait for pending
+commits, so it answers at once when the group coordinator does)."""
 CLOSE_TIMEOUT = 10.0
 """Seconds ``stop()`` waits for the abort of an open transaction (a broker that is away
 would hold the query's stop for the whole call timeout); the next run's
@@ -130,6 +138,10 @@ _RETIRED_LOCK = threading.Lock()
 # Marker consumers whose call was abandoned (with their process id and that call's thread):
 # destroying one while the call is inside it would crash, so they are kept, never closed.
 _STRANDED: list[tuple[int, Any, threading.Thread]] = []
+
+
+class _Unreadable(Exception):
+    """The group's committed offset could not be read."""
 
 
 class _Overran(Exception):
@@ -233,6 +245,8 @@ class Transactions:
         # producer that replaced it: the next fence is then this writer's own doing
         self._abandoned_init = False
         self._timed_out: set[int] = set()  # batches whose transaction outlived its timeout
+        self._attempted: int | None = None  # the last batch this writer began a transaction for
+        self._commit_sent: int | None = None  # a batch whose commit_transaction() did not succeed
         self._batch: int | None = None  # the batch of the open transaction
         self._transaction_timeout_ms = _millis(
             transactional_config(settings, transactional_id)["transaction.timeout.ms"]
@@ -249,7 +263,11 @@ class Transactions:
             self._refuse_if_fenced()
             self._start()
             if not self._recovered:
-                self._last = self._recover(self._read_marker(), batch_id)
+                marker, settled = self._read_marker()
+                if settled:
+                    self._last = self._recover(marker, batch_id)
+                else:
+                    self._last = self._recover_unsettled(marker, batch_id)
                 self._recovered = True
             if self._last is not None and batch_id <= self._last:
                 log.log(
@@ -280,6 +298,7 @@ class Transactions:
         self._call(producer.begin_transaction, "begin_transaction")
         self._open = True
         self._began, self._batch = self._clock(), batch_id
+        self._attempted = batch_id
         delivery = Delivery(f"batch {batch_id}", transactional=True)
         try:
             for table in tables:
@@ -296,14 +315,22 @@ class Transactions:
             fatal = _fatal_cause(failure)
             if fatal is not None and self._producer is not None:  # refused by a dead producer
                 self._call(lambda: _raise(fatal), "produce")
-            self.abort_open()
+            self._replace_after_failure()
             raise
         except Exception:
-            self.abort_open()
+            self._replace_after_failure()
             raise
         self._commit_marker(producer, batch_id)
         self._open = False
         self._began = None
+
+    def _replace_after_failure(self) -> None:
+        """Abort the failed batch's transaction and drop its producer: the retry makes a new
+        one. A producer that lived through a broker outage can keep a stale coordinator and
+        wait on it far past its timeout in its next ``send_offsets_to_transaction()``
+        (confluentinc/librdkafka#5456, #5511); a new one looks its coordinators up again."""
+        self.abort_open()
+        self._drop()
 
     def abort_open(self, timeout: float | None = None) -> None:
         """Abort the transaction this process has open, if any (best effort)."""
@@ -442,7 +469,9 @@ class Transactions:
             ),
             "send_offsets_to_transaction",
         )
+        self._commit_sent = batch_id  # it may land from here on, even if the call fails
         self._call(lambda: producer.commit_transaction(self._timeout), "commit_transaction")
+        self._commit_sent = None
 
     def _metadata(self, batch_id: int) -> str:
         return json.dumps({"query": self._query_id, "batch": batch_id})
@@ -602,8 +631,13 @@ class Transactions:
         ) from RetriableError(what)
 
     # -- the marker and the record --------------------------------------------------------------
-    def _read_marker(self) -> int | None:
-        """The last batch the marker records, ``None`` when the group has none."""
+    def _read_marker(self) -> tuple[int | None, bool]:
+        """The last batch the marker records (``None`` when the group has none), and whether
+        it is settled. A stable read of the group's offset waits while a transactional
+        commit to it is pending; one still pending past the timeout, after this writer's
+        ``init_transactions()`` settled its own transactions, is left hanging (a broker
+        stopped in the middle of a commit can leave one): the plain committed offset is
+        then returned, unsettled."""
         consumer = self._consumer
         try:
             found = self._consumer_call(
@@ -614,13 +648,47 @@ class Transactions:
             )
         except KafkaException as exc:
             error = exc.args[0]
+            if error.code() == KafkaError._TIMED_OUT:
+                with contextlib.suppress(_Unreadable):
+                    return self._plain_marker(), False
             self._drop()
             raise SinkError(
                 f"Reading the batch marker of group '{self.group}' failed: {error.str()} "
                 f"[{error.name()}]; the batch is retried"
             ) from RetriableError(error.str())
-        offset = found[0].offset
-        return offset - 1 if offset >= 1 else None
+        return _batch_of(found[0].offset), True
+
+    def _plain_marker(self) -> int | None:
+        """The group's committed offset without waiting for pending transactional commits
+        (a read_uncommitted read) as a batch; raises :class:`_Unreadable` when that read
+        fails too."""
+        config = {key: value for key, value in self._settings.items() if key not in _PRODUCER_ONLY}
+        config.update(
+            {
+                "group.id": self.group,
+                "isolation.level": "read_uncommitted",
+                "enable.auto.commit": False,
+            }
+        )
+        limit = min(self._timeout, PLAIN_READ_TIMEOUT)
+        try:
+            consumer = Consumer(config)
+        except KafkaException as exc:
+            raise _Unreadable from exc
+        try:
+            found = _bounded(
+                lambda: consumer.committed([TopicPartition(self.marker_topic, 0)], timeout=limit),
+                limit + GRACE,
+                "the unsettled batch marker",
+            )
+        except _Overran as overran:
+            _STRANDED.append((os.getpid(), consumer, overran.thread))
+            raise _Unreadable from None
+        except KafkaException as exc:
+            _close_consumer(consumer)
+            raise _Unreadable from exc
+        _close_consumer(consumer)
+        return _batch_of(found[0].offset)
 
     def _recover(self, marker: int | None, batch_id: int) -> int | None:
         """The last applied batch, from the marker or (when it is missing) the record."""
@@ -662,17 +730,60 @@ class Transactions:
         age = time.time() - float(record.get("at", 0))
         if previous is None and age < RETENTION_SECONDS:
             return None  # no marker was ever committed, and one for this batch would be here
-        return self._unknown(recorded, previous, age)
-
-    def _unknown(self, batch_id: int, previous: int | None, age: float) -> int | None:
-        text = (
-            f"Batch {batch_id} was being committed to Kafka when the query stopped "
+        return self._unknown(
+            recorded,
+            previous,
+            f"Batch {recorded} was being committed to Kafka when the query stopped "
             f"{age / 3600:.1f} h ago, and its batch marker (the committed offset of group "
             f"'{self.group}' for '{self.marker_topic}' partition 0) is gone: Kafka drops "
             "group offsets offsets.retention.minutes (7 days by default) after the last "
-            "commit, and the group may have been deleted. Whether batch "
-            f"{batch_id} is in the topic cannot be told"
+            "commit, and the group may have been deleted",
         )
+
+    def _recover_unsettled(self, settled: int | None, batch_id: int) -> int | None:
+        """The last applied batch when a transactional commit to the marker group does not
+        settle: the newest of the settled marker, the checkpoint's commits and the batches
+        the record knows were committed. The batch the record says was being committed is
+        in doubt only if a ``commit_transaction()`` may have been sent for it."""
+        if settled is not None:
+            self._recover(settled, batch_id)  # refuses a marker ahead of the checkpoint
+        record = self._read_record() or {}
+        recorded = int(record["batch"]) if "batch" in record else None
+        phase = record.get("phase")
+        known = [batch for batch in (settled, self._last_committed) if batch is not None]
+        if recorded is not None and phase == "committed":
+            known.append(recorded)
+        elif record.get("previous") is not None:
+            known.append(int(record["previous"]))
+        last = max(known, default=None)
+        why = (
+            f"a transactional commit to group '{self.group}' did not settle within "
+            f"{self._timeout:.0f} s after this writer's init_transactions(): a transaction "
+            "left hanging on __consumer_offsets (a broker stopped in the middle of a commit "
+            f"can leave one). The settled batch marker says batch {settled}"
+        )
+        in_doubt = (
+            recorded == batch_id
+            and phase == "committing"
+            and (last is None or batch_id > last)
+            and (batch_id != self._attempted or batch_id == self._commit_sent)
+        )
+        if in_doubt:
+            return self._unknown(
+                batch_id,
+                record.get("previous"),
+                f"Batch {batch_id} was being committed to Kafka when the query stopped, and {why}",
+            )
+        log.warning(
+            "Kafka sink: %s; batches up to %s are applied (the checkpoint and its record "
+            "say so): continuing after it (this writer's next commit settles the group)",
+            why,
+            last,
+        )
+        return last
+
+    def _unknown(self, batch_id: int, previous: int | None, reason: str) -> int | None:
+        text = f"{reason}. Whether batch {batch_id} is in the topic cannot be told"
         if self._unknown_batch == "rewrite":
             log.warning("Kafka sink: %s; writing it again (exactlyOnceUnknownBatch=rewrite)", text)
             return previous
@@ -723,6 +834,11 @@ def _close_retired() -> None:
 
 def _close_consumer(consumer: Any) -> None:
     consumer.close()
+
+
+def _batch_of(offset: int) -> int | None:
+    """The batch a marker offset records (``batch id + 1``); ``None`` for no offset."""
+    return offset - 1 if offset >= 1 else None
 
 
 def _fatal_cause(error: BaseException) -> KafkaException | None:

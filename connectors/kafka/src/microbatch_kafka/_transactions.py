@@ -7,7 +7,8 @@ batch is one transaction holding its records and the **batch marker**: an offset
 dedicated consumer group ``<prefix>-<query id>-batches`` for partition 0 of the marker topic,
 ``batch id + 1`` (with metadata ``{"query": ..., "batch": N}``), sent with
 ``send_offsets_to_transaction`` so that it commits atomically with the records. The marker is
-read back once per run after ``init_transactions()``; a batch at or below it is applied
+read back after each producer's ``init_transactions()`` (a run's first batch, and the retry of
+a failed one, which gets a new producer); a batch at or below it is applied
 already and is skipped (the stored value can move backwards, so nothing at or below it is
 ever sent again).
 
@@ -32,7 +33,6 @@ the checkpoint's commits and the record say which later batches were applied.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -79,6 +79,9 @@ GRACE = 5.0
 """Seconds past its own timeout after which a call that has not returned is abandoned:
 librdkafka can wait far longer for a transaction or group coordinator after a broker restart
 (confluentinc/librdkafka#5456, #5511)."""
+CONFIRM_SECONDS = 3.0
+"""Seconds the stable read of the marker gets a second time, once a read that does not wait
+for pending commits answered: a group that still does not answer it holds a hanging commit."""
 PLAIN_READ_TIMEOUT = 10.0
 """Seconds the read of an unsettled batch marker may take (it does not wait for pending
 commits, so it answers at once when the group coordinator does)."""
@@ -279,6 +282,8 @@ class Transactions:
                     self.group,
                     " (an older copy of the checkpoint?)" if batch_id < self._last else "",
                 )
+                if self._last_committed is None or batch_id > self._last_committed:
+                    self._last_committed = batch_id  # the engine commits it next
                 return
             previous = self._last
             self._record({"batch": batch_id, "phase": "committing", "previous": previous})
@@ -451,7 +456,7 @@ class Transactions:
             try:
                 self._call(producer.begin_transaction, "begin_transaction")
                 self._open = True
-                self._commit_marker(producer, last)
+                self._commit_marker(producer, last, batch=False)
                 self._open = False
                 self._last_commit = time.monotonic()
                 log.debug("Kafka sink: batch marker %d of group %r refreshed", last, self.group)
@@ -459,7 +464,7 @@ class Transactions:
                 log.warning("Kafka sink: refreshing the batch marker failed: %s", error)
                 self.abort_open()
 
-    def _commit_marker(self, producer: Producer, batch_id: int) -> None:
+    def _commit_marker(self, producer: Producer, batch_id: int, *, batch: bool = True) -> None:
         """Send the marker of ``batch_id`` (offset ``batch_id + 1``) with the open
         transaction and commit it."""
         marker = TopicPartition(self.marker_topic, 0, batch_id + 1, self._metadata(batch_id))
@@ -469,9 +474,11 @@ class Transactions:
             ),
             "send_offsets_to_transaction",
         )
-        self._commit_sent = batch_id  # it may land from here on, even if the call fails
+        if batch:  # a batch's commit may land from here on, even if the call fails
+            self._commit_sent = batch_id
         self._call(lambda: producer.commit_transaction(self._timeout), "commit_transaction")
-        self._commit_sent = None
+        if batch:
+            self._commit_sent = None
 
     def _metadata(self, batch_id: int) -> str:
         return json.dumps({"query": self._query_id, "batch": batch_id})
@@ -637,20 +644,35 @@ class Transactions:
         commit to it is pending; one still pending past the timeout, after this writer's
         ``init_transactions()`` settled its own transactions, is left hanging (a broker
         stopped in the middle of a commit can leave one): the plain committed offset is
-        then returned, unsettled."""
+        then returned, unsettled. It counts as such only when the plain read answers and a
+        second stable read right after it still does not (a coordinator that was away for
+        the first one answers the second)."""
         consumer = self._consumer
-        try:
-            found = self._consumer_call(
-                lambda: consumer.committed(
-                    [TopicPartition(self.marker_topic, 0)], timeout=self._timeout
-                ),
+
+        def stable(seconds: float) -> Any:
+            return self._consumer_call(
+                lambda: consumer.committed([TopicPartition(self.marker_topic, 0)], timeout=seconds),
                 "the batch marker",
             )
+
+        try:
+            try:
+                found = stable(self._timeout)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._TIMED_OUT:
+                    raise
+                try:
+                    plain = self._plain_marker()
+                except _Unreadable:
+                    raise exc from None
+                try:
+                    found = stable(min(self._timeout, CONFIRM_SECONDS))
+                except KafkaException as again:
+                    if again.args[0].code() != KafkaError._TIMED_OUT:
+                        raise
+                    return plain, False
         except KafkaException as exc:
             error = exc.args[0]
-            if error.code() == KafkaError._TIMED_OUT:
-                with contextlib.suppress(_Unreadable):
-                    return self._plain_marker(), False
             self._drop()
             raise SinkError(
                 f"Reading the batch marker of group '{self.group}' failed: {error.str()} "
@@ -762,21 +784,27 @@ class Transactions:
             "left hanging on __consumer_offsets (a broker stopped in the middle of a commit "
             f"can leave one). The settled batch marker says batch {settled}"
         )
+        # the batch's own commit may be the one left hanging: with no record of it (no
+        # state), or a record of it being committed, unless this writer knows it never sent
+        # that commit (its attempt failed before)
+        unrecorded = recorded is None and self._state is None
         in_doubt = (
-            recorded == batch_id
-            and phase == "committing"
+            (unrecorded or (recorded == batch_id and phase == "committing"))
             and (last is None or batch_id > last)
             and (batch_id != self._attempted or batch_id == self._commit_sent)
         )
         if in_doubt:
             return self._unknown(
                 batch_id,
-                record.get("previous"),
-                f"Batch {batch_id} was being committed to Kafka when the query stopped, and {why}",
+                last,
+                f"A commit of batch {batch_id} to Kafka may have been sent (by an earlier run "
+                f"or a failed attempt), and {why}",
             )
         log.warning(
             "Kafka sink: %s; batches up to %s are applied (the checkpoint and its record "
-            "say so): continuing after it (this writer's next commit settles the group)",
+            "say so): continuing after it (a commit of this writer's own that was left "
+            "hanging settles with its next commit; one of another producer stays until "
+            "kafka-transactions.sh abort ends it)",
             why,
             last,
         )

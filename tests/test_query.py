@@ -24,6 +24,7 @@ from microbatch.errors import (
     UnsupportedOperationError,
 )
 from microbatch_memory import MemoryStream
+from microbatch_testkit._engine import wait_until
 
 SCHEMA = pa.schema([("value", pa.int64())])
 
@@ -474,9 +475,7 @@ def counting(session: Any, register: Callable[..., None]) -> Any:
 def test_processing_time_is_honoured_while_idle(counting: Any) -> None:
     frame = counting.read_stream.format("counting-test").option("password", "pw-123").load()
     query = frame.write_stream.format("noop").trigger(processing_time="1 hour").start()
-    deadline = time.monotonic() + 10
-    while CountingSource.calls == 0 and time.monotonic() < deadline:  # the first trigger
-        time.sleep(0.01)
+    wait_until(lambda: CountingSource.calls > 0, 10, "the first trigger", query)
     time.sleep(0.3)  # the default trigger would have polled ~30 times meanwhile
     query.stop()
     assert CountingSource.calls == 1

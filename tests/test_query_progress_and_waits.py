@@ -23,6 +23,7 @@ from microbatch.errors import (
 )
 from microbatch_memory import MemoryStream
 from microbatch_rate import RateSource
+from microbatch_testkit._engine import wait_until
 
 SCHEMA = pa.schema([("value", pa.int64())])
 START = 1_700_000_000.0
@@ -140,9 +141,7 @@ def test_process_all_available_times_out_on_an_endless_rate_source(
         assert query.process_all_available(timeout=0.3) is False
         assert time.monotonic() - clock < 3
         assert query.is_active
-        deadline = time.monotonic() + 10  # the first batch, however slow the machine
-        while query.last_progress is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: query.last_progress is not None, 10, "the first batch", query)
         assert query.last_progress is not None and query.last_progress["numInputRows"] > 0
     finally:
         query.stop()

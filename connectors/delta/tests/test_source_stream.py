@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import microbatch as mb
+from microbatch_testkit._engine import wait_until
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _delta_source_testing import batch_sizes, ids, run_available_now, run_frame, stream
@@ -41,9 +42,8 @@ def test_a_query_follows_a_table_another_writer_appends_to(
             delta_table.append(make_numbers(10 + 5 * n, 5))
             time.sleep(0.02)
 
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and session.table("followed").num_rows < 10:
-        time.sleep(0.05)  # the first batch, before the appends
+    # the first batch, before the appends
+    wait_until(lambda: session.table("followed").num_rows >= 10, 30, "the first batch", query)
     thread = threading.Thread(target=writer)
     thread.start()
     thread.join(timeout=60)

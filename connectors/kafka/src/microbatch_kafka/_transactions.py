@@ -40,7 +40,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -248,9 +248,8 @@ class Transactions:
         # producer that replaced it: the next fence is then this writer's own doing
         self._abandoned_init = False
         self._timed_out: set[int] = set()  # batches whose transaction outlived its timeout
-        self._attempted: int | None = None  # the last batch this writer began a transaction for
         self._commit_sent: int | None = None  # a batch whose commit_transaction() did not succeed
-        self._batch: int | None = None  # the batch of the open transaction
+        self._batch: int | None = None  # the batch of the last transaction this writer began
         self._transaction_timeout_ms = _millis(
             transactional_config(settings, transactional_id)["transaction.timeout.ms"]
         )
@@ -303,7 +302,6 @@ class Transactions:
         self._call(producer.begin_transaction, "begin_transaction")
         self._open = True
         self._began, self._batch = self._clock(), batch_id
-        self._attempted = batch_id
         delivery = Delivery(f"batch {batch_id}", transactional=True)
         try:
             for table in tables:
@@ -372,16 +370,8 @@ class Transactions:
         self._producer = producer
         self._call(lambda: producer.init_transactions(self._timeout), "init_transactions")
         _close_retired()  # their transactions are settled, they are fenced: close is quick
-        consumer_config = {k: v for k, v in self._settings.items() if k not in _PRODUCER_ONLY}
-        consumer_config.update(
-            {
-                "group.id": self.group,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-            }
-        )
         try:
-            self._consumer = consumer = Consumer(consumer_config)
+            self._consumer = consumer = Consumer(self._marker_consumer_config("read_committed"))
             topics = self._consumer_call(
                 lambda: consumer.list_topics(timeout=self._timeout).topics,  # never creates
                 "the metadata of the marker topic",
@@ -400,6 +390,15 @@ class Transactions:
                 "it (the batch marker is an offset of its partition 0), or set "
                 "exactlyOnceMarkerTopic to an existing topic"
             )
+
+    def _marker_consumer_config(self, isolation: str) -> dict[str, Any]:
+        """A consumer of the marker group (the user's addresses and security, no producer
+        settings), reading committed offsets with ``isolation``."""
+        config = {key: value for key, value in self._settings.items() if key not in _PRODUCER_ONLY}
+        config.update(
+            {"group.id": self.group, "isolation.level": isolation, "enable.auto.commit": False}
+        )
+        return config
 
     def _drop(self, stuck: threading.Thread | None = None) -> None:
         """Forget the producer (a retry makes a new one, whose ``init_transactions`` settles
@@ -649,52 +648,45 @@ class Transactions:
         the first one answers the second)."""
         consumer = self._consumer
 
-        def stable(seconds: float) -> Any:
-            return self._consumer_call(
+        def stable(seconds: float) -> int | None:
+            found = self._consumer_call(
                 lambda: consumer.committed([TopicPartition(self.marker_topic, 0)], timeout=seconds),
                 "the batch marker",
             )
+            return _batch_of(found[0].offset)
 
         try:
-            try:
-                found = stable(self._timeout)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError._TIMED_OUT:
-                    raise
-                try:
-                    plain = self._plain_marker()
-                except _Unreadable:
-                    raise exc from None
-                try:
-                    found = stable(min(self._timeout, CONFIRM_SECONDS))
-                except KafkaException as again:
-                    if again.args[0].code() != KafkaError._TIMED_OUT:
-                        raise
-                    return plain, False
+            return stable(self._timeout), True
         except KafkaException as exc:
-            error = exc.args[0]
-            self._drop()
-            raise SinkError(
-                f"Reading the batch marker of group '{self.group}' failed: {error.str()} "
-                f"[{error.name()}]; the batch is retried"
-            ) from RetriableError(error.str())
-        return _batch_of(found[0].offset), True
+            if exc.args[0].code() != KafkaError._TIMED_OUT:
+                self._marker_read_failed(exc)
+            timed_out = exc
+        try:
+            plain = self._plain_marker()
+        except _Unreadable:
+            self._marker_read_failed(timed_out)
+        try:
+            return stable(min(self._timeout, CONFIRM_SECONDS)), True
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._TIMED_OUT:
+                self._marker_read_failed(exc)
+        return plain, False
+
+    def _marker_read_failed(self, exc: KafkaException) -> NoReturn:
+        error = exc.args[0]
+        self._drop()
+        raise SinkError(
+            f"Reading the batch marker of group '{self.group}' failed: {error.str()} "
+            f"[{error.name()}]; the batch is retried"
+        ) from RetriableError(error.str())
 
     def _plain_marker(self) -> int | None:
         """The group's committed offset without waiting for pending transactional commits
         (a read_uncommitted read) as a batch; raises :class:`_Unreadable` when that read
         fails too."""
-        config = {key: value for key, value in self._settings.items() if key not in _PRODUCER_ONLY}
-        config.update(
-            {
-                "group.id": self.group,
-                "isolation.level": "read_uncommitted",
-                "enable.auto.commit": False,
-            }
-        )
         limit = min(self._timeout, PLAIN_READ_TIMEOUT)
         try:
-            consumer = Consumer(config)
+            consumer = Consumer(self._marker_consumer_config("read_uncommitted"))
         except KafkaException as exc:
             raise _Unreadable from exc
         try:
@@ -716,14 +708,7 @@ class Transactions:
         """The last applied batch, from the marker or (when it is missing) the record."""
         last_committed = self._last_committed
         if marker is not None:
-            if last_committed is not None and marker > last_committed + 1:
-                raise SinkError(
-                    f"The batch marker of group '{self.group}' says batch {marker} was "
-                    f"written, but this checkpoint committed only up to batch "
-                    f"{last_committed}: the topic holds batches this checkpoint never "
-                    "committed (a restored older checkpoint, or another query with the same "
-                    "id). Start a new query (a new checkpoint) to write to this topic again"
-                )
+            self._refuse_ahead(marker)
             return marker
         record = self._read_record()
         if record is None:
@@ -762,13 +747,25 @@ class Transactions:
             "commit, and the group may have been deleted",
         )
 
+    def _refuse_ahead(self, marker: int) -> None:
+        """Refuse a marker past the batch after the checkpoint's last committed one."""
+        last_committed = self._last_committed
+        if last_committed is not None and marker > last_committed + 1:
+            raise SinkError(
+                f"The batch marker of group '{self.group}' says batch {marker} was "
+                f"written, but this checkpoint committed only up to batch "
+                f"{last_committed}: the topic holds batches this checkpoint never "
+                "committed (a restored older checkpoint, or another query with the same "
+                "id). Start a new query (a new checkpoint) to write to this topic again"
+            )
+
     def _recover_unsettled(self, settled: int | None, batch_id: int) -> int | None:
         """The last applied batch when a transactional commit to the marker group does not
         settle: the newest of the settled marker, the checkpoint's commits and the batches
         the record knows were committed. The batch the record says was being committed is
         in doubt only if a ``commit_transaction()`` may have been sent for it."""
         if settled is not None:
-            self._recover(settled, batch_id)  # refuses a marker ahead of the checkpoint
+            self._refuse_ahead(settled)
         record = self._read_record() or {}
         recorded = int(record["batch"]) if "batch" in record else None
         phase = record.get("phase")
@@ -791,7 +788,7 @@ class Transactions:
         in_doubt = (
             (unrecorded or (recorded == batch_id and phase == "committing"))
             and (last is None or batch_id > last)
-            and (batch_id != self._attempted or batch_id == self._commit_sent)
+            and (batch_id != self._batch or batch_id == self._commit_sent)
         )
         if in_doubt:
             return self._unknown(
